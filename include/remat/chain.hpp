@@ -1,0 +1,178 @@
+// The plain chain types, and the validation that turns any `chain_like` into one.
+#pragma once
+
+#include <remat/concepts.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <ranges>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace remat {
+
+/// One stage's costs, for users without a type of their own (see concepts.hpp for meanings).
+struct stage {
+  double forward_time = 0;
+  double backward_time = 0;
+  size_type output_size = 0;
+  size_type tape_size = 0;
+  size_type forward_overhead = 0;
+  size_type backward_overhead = 0;
+
+  friend constexpr bool operator==(const stage&, const stage&) = default;
+};
+
+/// A chain of stages followed by a loss. Models `chain_like`.
+struct chain {
+  std::vector<stage> stages;
+  size_type input_size = 0;
+  double loss_time = 0;
+  size_type loss_overhead = 0;
+
+  [[nodiscard]] constexpr std::size_t length() const noexcept { return stages.size(); }
+  friend constexpr bool operator==(const chain&, const chain&) = default;
+};
+
+/// The largest single size a chain may declare: 2^62.
+inline constexpr size_type max_size = size_type{1} << 62;
+
+/// A chain whose values break the model: names the stage (if any), the field and the rule.
+/// `what()` reads like `stages[3].tape_size: must be >= output_size (12 < 40)`.
+class chain_error : public std::invalid_argument {
+ public:
+  static constexpr std::size_t no_stage = static_cast<std::size_t>(-1);
+
+  chain_error(std::size_t stage_index, std::string field, const std::string& rule)
+      : std::invalid_argument(location(stage_index, field) + ": " + rule),
+        stage_index_(stage_index),
+        field_(std::move(field)) {}
+
+  /// Index of the offending stage, or `no_stage` for a chain-level field.
+  [[nodiscard]] std::size_t stage_index() const noexcept { return stage_index_; }
+  /// The field's name as in the chain file: `tape_size`, `input_size`, `loss.backward_time`, ...
+  [[nodiscard]] const std::string& field() const noexcept { return field_; }
+
+ private:
+  static std::string location(std::size_t stage_index, const std::string& field) {
+    if (stage_index == no_stage) return field;
+    return "stages[" + std::to_string(stage_index) + "]." + field;
+  }
+  std::size_t stage_index_;
+  std::string field_;
+};
+
+namespace detail {
+
+[[noreturn]] inline void throw_chain_error(std::size_t stage_index, const char* field,
+                                           const std::string& rule) {
+  throw chain_error(stage_index, field, rule);
+}
+
+// Times must be finite and non-negative. `t - t == 0` is false exactly for NaN and infinities,
+// and unlike std::isfinite it is usable in constant expressions.
+template <class T>
+constexpr double checked_time(T value, std::size_t stage_index, const char* field) {
+  const auto t = static_cast<double>(value);
+  if (!(t - t == 0)) throw_chain_error(stage_index, field, "must be a finite number");
+  if (t < 0) throw_chain_error(stage_index, field, "must be >= 0 (" + std::to_string(t) + ")");
+  return t;
+}
+
+template <class T>
+constexpr size_type checked_size(T value, std::size_t stage_index, const char* field) {
+  if constexpr (std::is_signed_v<T>) {
+    if (value < 0)
+      throw_chain_error(stage_index, field, "must be >= 0 (" + std::to_string(value) + ")");
+  }
+  if (static_cast<std::uintmax_t>(value) > static_cast<std::uintmax_t>(max_size))
+    throw_chain_error(stage_index, field,
+                      "must be <= 2^62 (" + std::to_string(value) + ")");
+  return static_cast<size_type>(value);
+}
+
+// Adds `v` to `total`, failing when the total memory of the chain no longer fits in 64 bits.
+constexpr void add_checked(size_type& total, size_type v, std::size_t stage_index,
+                           const char* field) {
+  if (total > std::numeric_limits<size_type>::max() - v)
+    throw_chain_error(stage_index, field,
+                      "the chain's total memory (all activations, tapes, gradients and the "
+                      "largest overhead) overflows 64 bits");
+  total += v;
+}
+
+}  // namespace detail
+
+/// Checks every value of `c` against the model; throws `chain_error` naming the first bad one.
+/// The checks: at least one stage; times finite and >= 0; sizes >= 0 and <= 2^62;
+/// tape_size >= output_size; and the chain's total memory (input, every output twice for the
+/// activation and its gradient, every tape, the largest overhead) fits in a signed 64-bit integer,
+/// so that no memory figure a solver or the simulator computes can overflow.
+constexpr void validate(const chain& c) {
+  using detail::throw_chain_error;
+  if (c.stages.empty()) throw_chain_error(chain_error::no_stage, "stages", "must not be empty");
+  detail::checked_size(c.input_size, chain_error::no_stage, "input_size");
+  detail::checked_time(c.loss_time, chain_error::no_stage, "loss.backward_time");
+  detail::checked_size(c.loss_overhead, chain_error::no_stage, "loss.backward_overhead");
+  size_type total = 0;
+  size_type largest_overhead = c.loss_overhead;
+  detail::add_checked(total, c.input_size, chain_error::no_stage, "input_size");
+  detail::add_checked(total, c.input_size, chain_error::no_stage, "input_size");
+  for (std::size_t k = 0; k < c.stages.size(); ++k) {
+    const stage& s = c.stages[k];
+    detail::checked_time(s.forward_time, k, "forward_time");
+    detail::checked_time(s.backward_time, k, "backward_time");
+    detail::checked_size(s.output_size, k, "output_size");
+    detail::checked_size(s.tape_size, k, "tape_size");
+    detail::checked_size(s.forward_overhead, k, "forward_overhead");
+    detail::checked_size(s.backward_overhead, k, "backward_overhead");
+    if (s.tape_size < s.output_size)
+      throw_chain_error(k, "tape_size",
+                        "must be >= output_size (" + std::to_string(s.tape_size) + " < " +
+                            std::to_string(s.output_size) + ")");
+    detail::add_checked(total, s.output_size, k, "output_size");
+    detail::add_checked(total, s.output_size, k, "output_size");
+    detail::add_checked(total, s.tape_size, k, "tape_size");
+    largest_overhead = std::max({largest_overhead, s.forward_overhead, s.backward_overhead});
+  }
+  detail::add_checked(total, largest_overhead, chain_error::no_stage, "overheads");
+}
+
+/// Copies any `chain_like` into a `chain`, checking every value (see `validate`).
+template <chain_like C>
+constexpr chain to_chain(const C& c) {
+  if constexpr (std::same_as<C, chain>) {
+    validate(c);
+    return c;
+  } else {
+    chain out;
+    const auto& range = remat::stages(c);
+    out.stages.reserve(static_cast<std::size_t>(std::ranges::size(range)));
+    std::size_t k = 0;
+    for (const auto& s : range) {
+      stage st;
+      st.forward_time = detail::checked_time(remat::forward_time(s), k, "forward_time");
+      st.backward_time = detail::checked_time(remat::backward_time(s), k, "backward_time");
+      st.output_size = detail::checked_size(remat::output_size(s), k, "output_size");
+      st.tape_size = detail::checked_size(remat::tape_size(s), k, "tape_size");
+      st.forward_overhead =
+          detail::checked_size(remat::forward_overhead(s), k, "forward_overhead");
+      st.backward_overhead =
+          detail::checked_size(remat::backward_overhead(s), k, "backward_overhead");
+      out.stages.push_back(st);
+      ++k;
+    }
+    out.input_size = detail::checked_size(remat::input_size(c), chain_error::no_stage, "input_size");
+    out.loss_time =
+        detail::checked_time(remat::loss_time(c), chain_error::no_stage, "loss.backward_time");
+    out.loss_overhead = detail::checked_size(remat::loss_overhead(c), chain_error::no_stage,
+                                             "loss.backward_overhead");
+    validate(out);
+    return out;
+  }
+}
+
+}  // namespace remat

@@ -1,0 +1,140 @@
+// How user types plug into remat: customization points and the concepts built on them.
+//
+// Every customization point below is an `inline constexpr` function object. For an argument `s`
+// it tries, in order:
+//   1. a member function `s.NAME()`,
+//   2. a data member `s.NAME`,
+//   3. a free function `NAME(s)` found by argument-dependent lookup,
+// and uses the first that exists. The optional ones (marked *) fall back to 0.
+//
+// Stage costs (MODEL.md, stage k):
+//   forward_time(s)       fw[k]   seconds, milliseconds, ...: any unit, the same for all stages
+//   backward_time(s)      bw[k]
+//   output_size(s)        x[k+1]  integral, in bytes or any memory unit
+//   tape_size(s)          xb[k+1] integral, >= output_size
+//   forward_overhead(s)*  ft[k]   integral
+//   backward_overhead(s)* bt[k]   integral
+//
+// Chain (a sized range of stages, an input and a loss):
+//   stages(c)             a sized forward range whose elements model `stage_like`
+//   input_size(c)         x[0], integral
+//   loss_time(c)*         bw[L]
+//   loss_overhead(c)*     bt[L], integral
+//
+// `stage_like<S>` and `chain_like<C>` are the concepts every remat algorithm takes.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <ranges>
+#include <type_traits>
+
+namespace remat {
+
+/// Memory sizes: bytes, or any integral unit. Signed so that budget arithmetic cannot wrap.
+using size_type = std::int64_t;
+
+namespace detail::cpo {
+
+// A value usable as a size: an integer type other than bool and character types.
+template <class T>
+concept size_value = std::integral<std::remove_cvref_t<T>> &&
+                     !std::same_as<std::remove_cvref_t<T>, bool> &&
+                     !std::same_as<std::remove_cvref_t<T>, char>;
+
+// A value usable as a time: any arithmetic type other than bool.
+template <class T>
+concept time_value = std::is_arithmetic_v<std::remove_cvref_t<T>> &&
+                     !std::same_as<std::remove_cvref_t<T>, bool>;
+
+// Defines the customization point object NAME. Lookup order: member function, data member, ADL.
+// The deleted declaration is the poison pill: it hides `remat::NAME` from unqualified lookup so
+// only ADL can find a user's free function.
+#define REMAT_DETAIL_CPO(NAME)                                                                    \
+  namespace NAME##_ns {                                                                           \
+  void NAME() = delete;                                                                           \
+  template <class T>                                                                              \
+  concept has_member_fn = requires(const T& t) { t.NAME(); };                                     \
+  template <class T>                                                                              \
+  concept has_member_data = requires(const T& t) { t.NAME; };                                   \
+  template <class T>                                                                              \
+  concept has_adl = requires(const T& t) { NAME(t); };                                            \
+  struct fn {                                                                                     \
+    template <class T>                                                                            \
+      requires has_member_fn<T> || has_member_data<T> || has_adl<T>                               \
+    constexpr decltype(auto) operator()(const T& t) const {                                       \
+      if constexpr (has_member_fn<T>)                                                             \
+        return t.NAME();                                                                          \
+      else if constexpr (has_member_data<T>)                                                      \
+        return (t.NAME);                                                                          \
+      else                                                                                        \
+        return NAME(t);                                                                           \
+    }                                                                                             \
+  };                                                                                              \
+  }
+
+REMAT_DETAIL_CPO(forward_time)
+REMAT_DETAIL_CPO(backward_time)
+REMAT_DETAIL_CPO(output_size)
+REMAT_DETAIL_CPO(tape_size)
+REMAT_DETAIL_CPO(forward_overhead)
+REMAT_DETAIL_CPO(backward_overhead)
+REMAT_DETAIL_CPO(stages)
+REMAT_DETAIL_CPO(input_size)
+REMAT_DETAIL_CPO(loss_time)
+REMAT_DETAIL_CPO(loss_overhead)
+
+#undef REMAT_DETAIL_CPO
+
+// An optional customization point: the user's value when one is provided, else 0.
+template <class Required>
+struct optional_fn {
+  template <class T>
+  constexpr auto operator()(const T& t) const {
+    if constexpr (std::is_invocable_v<const Required&, const T&>)
+      return Required{}(t);
+    else
+      return 0;
+  }
+};
+
+}  // namespace detail::cpo
+
+inline constexpr detail::cpo::forward_time_ns::fn forward_time{};
+inline constexpr detail::cpo::backward_time_ns::fn backward_time{};
+inline constexpr detail::cpo::output_size_ns::fn output_size{};
+inline constexpr detail::cpo::tape_size_ns::fn tape_size{};
+inline constexpr detail::cpo::optional_fn<detail::cpo::forward_overhead_ns::fn> forward_overhead{};
+inline constexpr detail::cpo::optional_fn<detail::cpo::backward_overhead_ns::fn>
+    backward_overhead{};
+inline constexpr detail::cpo::stages_ns::fn stages{};
+inline constexpr detail::cpo::input_size_ns::fn input_size{};
+inline constexpr detail::cpo::optional_fn<detail::cpo::loss_time_ns::fn> loss_time{};
+inline constexpr detail::cpo::optional_fn<detail::cpo::loss_overhead_ns::fn> loss_overhead{};
+
+/// A type that describes one stage's costs: two times and two sizes, plus optional overheads.
+template <class S>
+concept stage_like = requires(const S& s) {
+  { remat::forward_time(s) } -> detail::cpo::time_value;
+  { remat::backward_time(s) } -> detail::cpo::time_value;
+  { remat::output_size(s) } -> detail::cpo::size_value;
+  { remat::tape_size(s) } -> detail::cpo::size_value;
+  { remat::forward_overhead(s) } -> detail::cpo::size_value;
+  { remat::backward_overhead(s) } -> detail::cpo::size_value;
+};
+
+/// A sized range of stages.
+template <class R>
+concept stage_range = std::ranges::forward_range<R> && std::ranges::sized_range<R> &&
+                      stage_like<std::ranges::range_value_t<R>>;
+
+/// A type that describes a whole chain: its stages, the input size, and (optionally) the loss.
+template <class C>
+concept chain_like = requires(const C& c) {
+  { remat::stages(c) } -> stage_range;
+  { remat::input_size(c) } -> detail::cpo::size_value;
+  { remat::loss_time(c) } -> detail::cpo::time_value;
+  { remat::loss_overhead(c) } -> detail::cpo::size_value;
+};
+
+}  // namespace remat

@@ -1,0 +1,84 @@
+// What every solver takes (options) and gives (a result), and the solvers' names.
+#pragma once
+
+#include <remat/schedule.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace remat {
+
+/// The solvers `remat::solve` can run.
+enum class solver : std::uint8_t {
+  optimal,     ///< the exact persistent DP of MODEL.md (default)
+  store_all,   ///< F_all everything, then backward: no recomputation, most memory
+  exhaustive,  ///< least time over all op sequences; tiny chains only
+};
+
+/// Every solver, in the order tools list them.
+inline constexpr solver all_solvers[] = {solver::optimal, solver::store_all, solver::exhaustive};
+
+/// The solver's name on the command line: `optimal`, `store-all`, `exhaustive`.
+constexpr std::string_view name(solver s) noexcept {
+  switch (s) {
+    case solver::optimal: return "optimal";
+    case solver::store_all: return "store-all";
+    case solver::exhaustive: return "exhaustive";
+  }
+  return "?";
+}
+
+/// The solver called `n`, if there is one.
+constexpr std::optional<solver> solver_from_name(std::string_view n) noexcept {
+  for (solver s : all_solvers)
+    if (name(s) == n) return s;
+  return std::nullopt;
+}
+
+/// `slots` value meaning: use the sizes as given, as integer units (no rescaling).
+inline constexpr size_type exact_units = 0;
+
+/// Slots used when none are given (the discretization of Rotor).
+inline constexpr size_type default_slots = 500;
+
+struct solve_options {
+  remat::solver solver = solver::optimal;
+  /// Memory discretization for the DP solvers: the budget is cut into this many units and every
+  /// size rounded up to whole units; `exact_units` uses the sizes as given.
+  size_type slots = default_slots;
+  /// The optimal DP refuses to allocate tables larger than this (bytes).
+  std::size_t max_table_bytes = std::size_t{4} << 30;
+};
+
+/// What a solver found for one budget.
+struct solve_result {
+  bool feasible = false;
+  /// The schedule (empty when infeasible), with the makespan the solver predicts and the peak of
+  /// replaying it on the chain's own sizes.
+  schedule plan;
+  size_type budget = 0;
+  /// The smallest budget at which this solver, with the same options, finds a schedule;
+  /// `no_budget` when none does (e.g. too few slots).
+  size_type min_feasible_budget = 0;
+  /// The memory unit the solver worked in: 1 for exact sizes, else ceil(budget / slots).
+  size_type unit = 1;
+
+  static constexpr size_type no_budget = -1;
+};
+
+/// A request a solver cannot honour: a negative budget, a chain too large for the method, a
+/// table over the memory limit. Says what to change.
+class solver_error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+namespace detail {
+[[noreturn]] inline void throw_solver_error(const std::string& what) { throw solver_error(what); }
+}  // namespace detail
+
+}  // namespace remat

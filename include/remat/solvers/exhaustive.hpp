@@ -1,0 +1,174 @@
+// Exhaustive search: the least-time schedule over *all* op sequences, persistent or not.
+//
+// A state is the set of held tensors (a_0..a_L, t_1..t_L, g_0..g_L); every op of MODEL.md whose
+// peak fits the budget is an edge weighted by its time, and Dijkstra finds the cheapest path from
+// {a_0} to any state holding g_0. Exponential in the chain length: the ground truth for tests on
+// chains of a handful of stages.
+#pragma once
+
+#include <remat/chain.hpp>
+#include <remat/concepts.hpp>
+#include <remat/detail/verify.hpp>
+#include <remat/schedule.hpp>
+#include <remat/simulate.hpp>
+#include <remat/solver_options.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <string>
+#include <utility>
+#include <unordered_map>
+#include <vector>
+
+namespace remat {
+
+/// The longest chain `solve_exhaustive` accepts.
+inline constexpr std::size_t exhaustive_max_stages = 7;
+
+namespace detail {
+
+class held_state_space {
+ public:
+  explicit held_state_space(const chain& c) : c_(c), L_(static_cast<std::int32_t>(c.length())) {}
+
+  using state = std::uint32_t;
+  state initial() const { return bit_a(0); }
+  bool done(state s) const { return (s & bit_g(0)) != 0; }
+
+  // Calls f(op, next_state, time, peak) for every op that is valid in state `s`.
+  template <class F>
+  void for_each_op(state s, F&& f) const {
+    for (std::int32_t k = 0; k < L_; ++k) {
+      const bool input = has(s, bit_a(k)) || (k > 0 && has(s, bit_t(k)));
+      if (!input) continue;
+      const stage& st = c_.stages[static_cast<std::size_t>(k)];
+      if (!has(s, bit_a(k + 1))) {
+        const state out = s | bit_a(k + 1);
+        const size_type peak = memory(out) + st.forward_overhead;
+        f(f_ck(k), out, st.forward_time, peak);
+        f(f_none(k), out & ~bit_a(k), st.forward_time, peak);
+      }
+      if (!has(s, bit_t(k + 1))) {
+        const state out = s | bit_t(k + 1);
+        f(f_all(k), out, st.forward_time, memory(out) + st.forward_overhead);
+      }
+      if (has(s, bit_g(k + 1)) && has(s, bit_t(k + 1)) && !has(s, bit_g(k))) {
+        const state out = s | bit_g(k);
+        const size_type peak = memory(out) + st.backward_overhead;
+        f(backward(k), out & ~(bit_g(k + 1) | bit_t(k + 1) | bit_a(k)), st.backward_time, peak);
+      }
+    }
+    if ((has(s, bit_a(L_)) || has(s, bit_t(L_))) && !has(s, bit_g(L_))) {
+      const state out = s | bit_g(L_);
+      f(loss_op(L_), out & ~bit_a(L_), c_.loss_time, memory(out) + c_.loss_overhead);
+    }
+  }
+
+  size_type memory(state s) const {
+    size_type m = 0;
+    for (std::int32_t k = 0; k <= L_; ++k) {
+      if (has(s, bit_a(k))) m += x(k);
+      if (has(s, bit_g(k))) m += x(k);
+      if (k > 0 && has(s, bit_t(k))) m += c_.stages[static_cast<std::size_t>(k - 1)].tape_size;
+    }
+    return m;
+  }
+
+ private:
+  static bool has(state s, state bit) { return (s & bit) != 0; }
+  state bit_a(std::int32_t k) const { return state{1} << k; }
+  state bit_g(std::int32_t k) const { return state{1} << (L_ + 1 + k); }
+  state bit_t(std::int32_t k) const { return state{1} << (2 * L_ + 1 + k); }  // k >= 1
+  size_type x(std::int32_t k) const {
+    return k == 0 ? c_.input_size : c_.stages[static_cast<std::size_t>(k - 1)].output_size;
+  }
+
+  const chain& c_;
+  std::int32_t L_;
+};
+
+// Dijkstra over held sets. `combine(path_cost, op_time, op_peak)` gives the cost of extending a
+// path: the sum of times for the fastest schedule, the running maximum peak for the least memory
+// (both are monotone, so Dijkstra is exact). Returns the ops of the best path to g_0, and whether
+// there is one.
+template <class Cost, class Combine>
+std::pair<bool, std::vector<op>> exhaustive_search(const chain& c, size_type budget,
+                                                   Cost start_cost, Combine combine) {
+  using state = held_state_space::state;
+  const held_state_space space(c);
+  struct node {
+    Cost cost;
+    state prev;
+    op via;
+    bool closed;
+  };
+  std::unordered_map<state, node> nodes;
+  using entry = std::pair<Cost, state>;  // ties broken by state: deterministic
+  std::priority_queue<entry, std::vector<entry>, std::greater<>> queue;
+  nodes[space.initial()] = {start_cost, space.initial(), {}, false};
+  queue.push({start_cost, space.initial()});
+  while (!queue.empty()) {
+    const Cost cost = queue.top().first;
+    const state s = queue.top().second;
+    queue.pop();
+    node& n = nodes[s];
+    if (n.closed || cost > n.cost) continue;
+    n.closed = true;
+    if (space.done(s)) {
+      // Predecessors were closed before their successors, so this walk ends at the start.
+      std::vector<op> ops;
+      for (state at = s; at != space.initial(); at = nodes[at].prev) ops.push_back(nodes[at].via);
+      std::reverse(ops.begin(), ops.end());
+      return {true, ops};
+    }
+    space.for_each_op(s, [&](op o, state next, double time, size_type peak) {
+      if (peak > budget) return;
+      const Cost next_cost = combine(cost, time, peak);
+      auto [it, inserted] = nodes.try_emplace(next, node{next_cost, s, o, false});
+      if (!inserted) {
+        if (it->second.closed || !(next_cost < it->second.cost)) return;
+        it->second = {next_cost, s, o, false};
+      }
+      queue.push({next_cost, next});
+    });
+  }
+  return {false, {}};
+}
+
+}  // namespace detail
+
+/// The least-time schedule over all op sequences that fit `budget` (sizes as given, no
+/// discretization). Refuses chains longer than `exhaustive_max_stages` with a `solver_error`.
+template <chain_like C>
+solve_result solve_exhaustive(const C& chain_in, size_type budget, const solve_options& = {}) {
+  const chain c = to_chain(chain_in);
+  if (budget < 0) detail::throw_solver_error("the budget must be >= 0");
+  if (c.length() > exhaustive_max_stages)
+    detail::throw_solver_error("exhaustive: the chain has " + std::to_string(c.length()) +
+                               " stages; the search over all op sequences is limited to " +
+                               std::to_string(exhaustive_max_stages) +
+                               " (use the optimal solver)");
+  // Store-all is always a path, so the least-peak search always succeeds.
+  const auto least_peak = detail::exhaustive_search(
+      c, std::numeric_limits<size_type>::max(), c.input_size,
+      [](size_type path, double, size_type peak) { return std::max(path, peak); });
+  const size_type min_budget = detail::replay(c, least_peak.second).peak_memory;
+  if (budget < min_budget) {
+    solve_result out;
+    out.budget = budget;
+    out.min_feasible_budget = min_budget;
+    return out;
+  }
+  auto fastest = detail::exhaustive_search(
+      c, budget, 0.0, [](double path, double time, size_type) { return path + time; });
+  const double makespan = detail::replay(c, fastest.second).makespan;
+  solve_result out =
+      detail::finish(c, solver::exhaustive, budget, std::move(fastest.second), makespan);
+  out.min_feasible_budget = min_budget;
+  return out;
+}
+
+}  // namespace remat

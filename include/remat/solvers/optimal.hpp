@@ -1,0 +1,303 @@
+// The optimal persistent schedule: the dynamic program of MODEL.md, with the exact check.
+//
+// OPT(i, l, m) is the least time to produce g_i from the input of stage i (held, not counted in
+// m) and the gradient g_{l+1} (held, counted). A cell is either a base case, the tape branch
+// (F_all(i), solve (i+1, l), B(i)), or the checkpoint branch at some j (F_ck(i), F_none(i+1 ..
+// j-1), solve (j, l) holding a_j, then solve (i, j-1)). Ties go to the tape branch, then to the
+// smallest j, so the schedule is a pure function of the chain and the budget.
+#pragma once
+
+#include <remat/chain.hpp>
+#include <remat/concepts.hpp>
+#include <remat/detail/discretize.hpp>
+#include <remat/detail/model.hpp>
+#include <remat/detail/verify.hpp>
+#include <remat/schedule.hpp>
+#include <remat/simulate.hpp>
+#include <remat/solver_options.hpp>
+#include <remat/solvers/store_all.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace remat {
+namespace detail {
+
+inline constexpr double infinite_time = std::numeric_limits<double>::infinity();
+// A memory requirement no chain reaches (validated chains total at most 2^63 - 1 units).
+inline constexpr size_type unreachable = std::numeric_limits<size_type>::max();
+
+// Index of interval (i, l), 0 <= i <= l <= L, in a triangular array of (L+1)(L+2)/2 cells.
+constexpr std::size_t interval_index(std::int32_t L, std::int32_t i, std::int32_t l) noexcept {
+  const auto n = static_cast<std::size_t>(L) + 1;
+  const auto ui = static_cast<std::size_t>(i);
+  return ui * (2 * n - ui + 1) / 2 + static_cast<std::size_t>(l - i);
+}
+
+constexpr std::size_t interval_count(std::int32_t L) noexcept {
+  const auto n = static_cast<std::size_t>(L) + 1;
+  return n * (n + 1) / 2;
+}
+
+// The memory below which OPT(i, l, .) is infinite for every branch (MODEL.md's mmin), i < l.
+constexpr size_type necessary_memory(const model& md, std::int32_t i, std::int32_t l) {
+  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+  size_type inner = md.x[at(i + 1)] + md.ft[at(i)];
+  for (std::int32_t k = i + 1; k < l; ++k)
+    inner = std::max(inner, md.x[at(k)] + md.x[at(k + 1)] + md.ft[at(k)]);
+  return md.x[at(l + 1)] + inner;
+}
+
+// The least m at which OPT(i, l, m) is finite, for every interval: feasibility is a threshold
+// in m because every condition of the DP is. O(L^3) time, no dependence on the budget.
+constexpr std::vector<size_type> persistent_need(const model& md) {
+  const std::int32_t L = md.L;
+  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+  std::vector<size_type> need(interval_count(L), unreachable);
+  auto get = [&](std::int32_t i, std::int32_t l) { return need[interval_index(L, i, l)]; };
+  for (std::int32_t d = 0; d <= L; ++d) {
+    for (std::int32_t i = 0; i + d <= L; ++i) {
+      const std::int32_t l = i + d;
+      size_type best = unreachable;
+      if (i == L) {
+        best = md.x[at(L)] + md.bt[at(L)];
+      } else {
+        // F_all(i) and B(i) with g_{l+1} held (the base case is l = i).
+        const size_type tape_ops =
+            std::max(md.x[at(l + 1)] + md.xb[at(i + 1)] + md.ft[at(i)],
+                     md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] + md.bt[at(i)]);
+        if (i == l) {
+          best = tape_ops;
+        } else {
+          const size_type rest = get(i + 1, l);
+          if (rest != unreachable) best = std::max(tape_ops, md.xb[at(i + 1)] + rest);
+          for (std::int32_t j = i + 1; j <= l; ++j) {
+            const size_type right = get(j, l);
+            const size_type left = get(i, j - 1);
+            if (right == unreachable || left == unreachable) continue;
+            best = std::min(best, std::max(md.x[at(j)] + right, left));
+          }
+          if (best != unreachable) best = std::max(best, necessary_memory(md, i, l));
+        }
+      }
+      need[interval_index(L, i, l)] = best;
+    }
+  }
+  return need;
+}
+
+// The smallest total budget (input included) at which a persistent schedule exists, in the
+// units of `md`; `unreachable` if none.
+constexpr size_type persistent_min_budget(const model& md) {
+  const size_type need = persistent_need(md)[interval_index(md.L, 0, md.L)];
+  return need == unreachable ? unreachable : md.x[0] + need;
+}
+
+// The DP table: OPT and the choice that achieves it for every interval and every m in 0..M.
+struct optimal_table {
+  std::int32_t L = 0;
+  size_type M = 0;
+  std::vector<double> value;         // [interval][m]
+  std::vector<std::int32_t> choice;  // 0: tape branch or base case, j > 0: checkpoint at j
+
+  constexpr std::size_t at(std::int32_t i, std::int32_t l, size_type m) const noexcept {
+    return interval_index(L, i, l) * static_cast<std::size_t>(M + 1) +
+           static_cast<std::size_t>(m);
+  }
+};
+
+// Bytes the table of a chain of L stages with budget M (in units) would take.
+constexpr double optimal_table_bytes(std::int32_t L, size_type M) noexcept {
+  return static_cast<double>(interval_count(L)) * (static_cast<double>(M) + 1) *
+         static_cast<double>(sizeof(double) + sizeof(std::int32_t));
+}
+
+// One cell of the DP. Reads only cells of strictly shorter intervals (any m) and so is correct
+// for any loop order that finishes shorter intervals first, whatever the sizes (zeros included).
+constexpr void optimal_cell(const model& md, optimal_table& t, std::int32_t i, std::int32_t l,
+                            size_type m, size_type mmin) {
+  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+  double best = infinite_time;
+  std::int32_t choice = -1;
+  if (i == md.L) {
+    if (m >= md.x[at(md.L)] + md.bt[at(md.L)]) {
+      best = md.bw[at(md.L)];
+      choice = 0;
+    }
+  } else {
+    const bool tape_ops_fit = m >= md.x[at(l + 1)] + md.xb[at(i + 1)] + md.ft[at(i)] &&
+                              m >= md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] + md.bt[at(i)];
+    if (i == l) {
+      if (tape_ops_fit) {
+        best = md.fw[at(i)] + md.bw[at(i)];
+        choice = 0;
+      }
+    } else if (m >= mmin) {
+      if (tape_ops_fit && m >= md.xb[at(i + 1)]) {
+        const double rest = t.value[t.at(i + 1, l, m - md.xb[at(i + 1)])];
+        if (rest < infinite_time) {
+          best = md.fw[at(i)] + md.bw[at(i)] + rest;
+          choice = 0;
+        }
+      }
+      double forward = 0;
+      for (std::int32_t j = i + 1; j <= l; ++j) {
+        forward += md.fw[at(j - 1)];
+        if (m < md.x[at(j)]) continue;
+        const double v = forward + t.value[t.at(j, l, m - md.x[at(j)])] + t.value[t.at(i, j - 1, m)];
+        if (v < best) {
+          best = v;
+          choice = j;
+        }
+      }
+    }
+  }
+  t.value[t.at(i, l, m)] = best;
+  t.choice[t.at(i, l, m)] = choice;
+}
+
+// The straightforward DP: m outermost, then intervals by increasing length. O(L^3 M).
+constexpr optimal_table optimal_dp_reference(const model& md, size_type M) {
+  optimal_table t;
+  t.L = md.L;
+  t.M = M;
+  const std::size_t cells = interval_count(md.L) * static_cast<std::size_t>(M + 1);
+  t.value.assign(cells, infinite_time);
+  t.choice.assign(cells, -1);
+  std::vector<size_type> mmin(interval_count(md.L), 0);
+  for (std::int32_t i = 0; i < md.L; ++i)
+    for (std::int32_t l = i + 1; l <= md.L; ++l)
+      mmin[interval_index(md.L, i, l)] = necessary_memory(md, i, l);
+  for (size_type m = 0; m <= M; ++m)
+    for (std::int32_t d = 0; d <= md.L; ++d)
+      for (std::int32_t i = 0; i + d <= md.L; ++i)
+        optimal_cell(md, t, i, i + d, m, mmin[interval_index(md.L, i, i + d)]);
+  return t;
+}
+
+// The schedule of cell (i, l, m) of a table, without recursion (chains can be long).
+constexpr std::vector<op> optimal_ops(const model& md, const optimal_table& t, std::int32_t i,
+                                      std::int32_t l, size_type m) {
+  struct task {
+    bool emit;  // emit `o`, or expand (i, l, m)
+    op o;
+    std::int32_t i, l;
+    size_type m;
+  };
+  std::vector<op> ops;
+  std::vector<task> stack{{false, {}, i, l, m}};
+  while (!stack.empty()) {
+    const task tk = stack.back();
+    stack.pop_back();
+    if (tk.emit) {
+      ops.push_back(tk.o);
+      continue;
+    }
+    const std::int32_t c = t.choice[t.at(tk.i, tk.l, tk.m)];
+    if (tk.i == md.L) {
+      ops.push_back(loss_op(md.L));
+    } else if (tk.i == tk.l) {
+      ops.push_back(f_all(tk.i));
+      ops.push_back(backward(tk.i));
+    } else if (c == 0) {
+      ops.push_back(f_all(tk.i));
+      stack.push_back({true, backward(tk.i), 0, 0, 0});
+      stack.push_back(
+          {false, {}, tk.i + 1, tk.l, tk.m - md.xb[static_cast<std::size_t>(tk.i + 1)]});
+    } else {
+      ops.push_back(f_ck(tk.i));
+      for (std::int32_t k = tk.i + 1; k < c; ++k) ops.push_back(f_none(k));
+      stack.push_back({false, {}, tk.i, c - 1, tk.m});
+      stack.push_back({false, {}, c, tk.l, tk.m - md.x[static_cast<std::size_t>(c)]});
+    }
+  }
+  return ops;
+}
+
+[[noreturn]] inline void throw_table_too_large(std::int32_t L, size_type M, double bytes,
+                                               std::size_t limit) {
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "optimal: the DP table for %d stages and %lld memory units would need %.1f GiB "
+                "(limit %.1f GiB); use fewer slots (--slots N), coarser stages, or raise the limit",
+                static_cast<int>(L), static_cast<long long>(M), bytes / 1073741824.0,
+                static_cast<double>(limit) / 1073741824.0);
+  throw_solver_error(text);
+}
+
+// The smallest byte budget at which the problem discretized into `slots` units is feasible, or
+// `no_budget`. Rounding up never lowers a requirement, so the exact minimum is a lower bound;
+// from there, doubling then bisection on the O(L^3) feasibility test. The result is always a
+// feasible budget; it is the least one wherever feasibility is monotone in the budget, which
+// rounding can break by a unit or so in rare cases.
+constexpr size_type slots_min_budget(const chain& c, size_type slots) {
+  auto feasible = [&](size_type b) {
+    const discretization d = discretize(b, slots);
+    const model md = make_model(c, d.unit);
+    const size_type need = persistent_min_budget(md);
+    return need != unreachable && need <= d.budget;
+  };
+  size_type lo = persistent_min_budget(make_model(c, 1)) - 1;  // infeasible
+  size_type hi = lo + 1;
+  while (!feasible(hi)) {
+    if (hi >= max_size) return solve_result::no_budget;
+    lo = hi;
+    hi = hi > max_size / 2 ? max_size : hi * 2;
+  }
+  while (hi - lo > 1) {
+    const size_type mid = lo + (hi - lo) / 2;
+    (feasible(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+}  // namespace detail
+
+/// The fastest persistent schedule for `budget` (MODEL.md's DP, exact check). With
+/// `options.slots` = N the budget is cut into N units and sizes rounded up, so the schedule fits
+/// the byte budget; `exact_units` solves on the sizes as given.
+template <chain_like C>
+constexpr solve_result solve_optimal(const C& chain_in, size_type budget,
+                                     const solve_options& options = {}) {
+  const chain c = to_chain(chain_in);
+  const detail::discretization d = detail::discretize(budget, options.slots);
+  const detail::model md = detail::make_model(c, d.unit);
+
+  const size_type min_units = detail::persistent_min_budget(md);
+  solve_result out;
+  if (options.slots == exact_units)
+    out.min_feasible_budget =
+        min_units == detail::unreachable ? solve_result::no_budget : min_units;
+  else
+    out.min_feasible_budget = detail::slots_min_budget(c, options.slots);
+  if (min_units == detail::unreachable || min_units > d.budget) {
+    out.budget = budget;
+    out.unit = d.unit;
+    return out;
+  }
+
+  // Above the store-all requirement OPT no longer decreases: cap the table there.
+  const size_type store_all_units =
+      detail::replay(detail::to_chain(md), store_all_ops(md.L)).peak_memory;
+  const size_type M = std::min(d.budget, store_all_units) - md.x[0];
+
+  if (!std::is_constant_evaluated()) {
+    const double bytes = detail::optimal_table_bytes(md.L, M);
+    if (bytes > static_cast<double>(options.max_table_bytes))
+      detail::throw_table_too_large(md.L, M, bytes, options.max_table_bytes);
+  }
+  const detail::optimal_table t = detail::optimal_dp_reference(md, M);
+  const double makespan = t.value[t.at(0, md.L, M)];
+  solve_result r = detail::finish(c, solver::optimal, budget, detail::optimal_ops(md, t, 0, md.L, M),
+                                  makespan);
+  r.min_feasible_budget = out.min_feasible_budget;
+  r.unit = d.unit;
+  return r;
+}
+
+}  // namespace remat
