@@ -1,0 +1,44 @@
+// Random chains for property tests: small integer sizes (zeros included), overheads up to twice
+// the tape, times with a few distinct values so that ties happen.
+#pragma once
+
+#include <remat/chain.hpp>
+
+#include <cstdint>
+#include <random>
+
+namespace remat::testing {
+
+struct random_chain_options {
+  int min_stages = 1;
+  int max_stages = 8;
+  size_type max_size = 10;  // outputs in 0..max_size, tapes in output..output+max_size
+  bool overheads = true;    // overheads in 0..2*tape
+};
+
+inline chain random_chain(std::mt19937_64& rng, const random_chain_options& o = {}) {
+  auto uniform = [&](size_type lo, size_type hi) {
+    return std::uniform_int_distribution<size_type>(lo, hi)(rng);
+  };
+  auto time = [&] { return static_cast<double>(uniform(0, 8)) * 0.5; };
+  chain c;
+  const auto n = static_cast<std::size_t>(uniform(o.min_stages, o.max_stages));
+  c.input_size = uniform(0, o.max_size);
+  for (std::size_t k = 0; k < n; ++k) {
+    stage s;
+    s.forward_time = time();
+    s.backward_time = time();
+    s.output_size = uniform(0, o.max_size);
+    s.tape_size = s.output_size + uniform(0, o.max_size);
+    if (o.overheads) {
+      s.forward_overhead = uniform(0, 2 * s.tape_size);
+      s.backward_overhead = uniform(0, 2 * s.tape_size);
+    }
+    c.stages.push_back(s);
+  }
+  c.loss_time = time();
+  c.loss_overhead = o.overheads ? uniform(0, o.max_size) : 0;
+  return c;
+}
+
+}  // namespace remat::testing
