@@ -89,8 +89,7 @@ constexpr size_type checked_size(T value, std::size_t stage_index, const char* f
       throw_chain_error(stage_index, field, "must be >= 0 (" + std::to_string(value) + ")");
   }
   if (static_cast<std::uintmax_t>(value) > static_cast<std::uintmax_t>(max_size))
-    throw_chain_error(stage_index, field,
-                      "must be <= 2^62 (" + std::to_string(value) + ")");
+    throw_chain_error(stage_index, field, "must be <= 2^62 (" + std::to_string(value) + ")");
   return static_cast<size_type>(value);
 }
 
@@ -158,14 +157,14 @@ constexpr chain to_chain(const C& c) {
       st.backward_time = detail::checked_time(remat::backward_time(s), k, "backward_time");
       st.output_size = detail::checked_size(remat::output_size(s), k, "output_size");
       st.tape_size = detail::checked_size(remat::tape_size(s), k, "tape_size");
-      st.forward_overhead =
-          detail::checked_size(remat::forward_overhead(s), k, "forward_overhead");
+      st.forward_overhead = detail::checked_size(remat::forward_overhead(s), k, "forward_overhead");
       st.backward_overhead =
           detail::checked_size(remat::backward_overhead(s), k, "backward_overhead");
       out.stages.push_back(st);
       ++k;
     }
-    out.input_size = detail::checked_size(remat::input_size(c), chain_error::no_stage, "input_size");
+    out.input_size =
+        detail::checked_size(remat::input_size(c), chain_error::no_stage, "input_size");
     out.loss_time =
         detail::checked_time(remat::loss_time(c), chain_error::no_stage, "loss.backward_time");
     out.loss_overhead = detail::checked_size(remat::loss_overhead(c), chain_error::no_stage,

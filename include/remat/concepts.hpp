@@ -38,39 +38,45 @@ namespace detail::cpo {
 
 // A value usable as a size: an integer type other than bool and character types.
 template <class T>
-concept size_value = std::integral<std::remove_cvref_t<T>> &&
-                     !std::same_as<std::remove_cvref_t<T>, bool> &&
-                     !std::same_as<std::remove_cvref_t<T>, char>;
+concept size_value =
+    std::integral<std::remove_cvref_t<T>> && !std::same_as<std::remove_cvref_t<T>, bool> &&
+    !std::same_as<std::remove_cvref_t<T>, char>;
 
 // A value usable as a time: any arithmetic type other than bool.
 template <class T>
-concept time_value = std::is_arithmetic_v<std::remove_cvref_t<T>> &&
-                     !std::same_as<std::remove_cvref_t<T>, bool>;
+concept time_value =
+    std::is_arithmetic_v<std::remove_cvref_t<T>> && !std::same_as<std::remove_cvref_t<T>, bool>;
 
 // Defines the customization point object NAME. Lookup order: member function, data member, ADL.
 // The deleted declaration is the poison pill: it hides `remat::NAME` from unqualified lookup so
 // only ADL can find a user's free function.
-#define REMAT_DETAIL_CPO(NAME)                                                                    \
-  namespace NAME##_ns {                                                                           \
-  void NAME() = delete;                                                                           \
-  template <class T>                                                                              \
-  concept has_member_fn = requires(const T& t) { t.NAME(); };                                     \
-  template <class T>                                                                              \
-  concept has_member_data = requires(const T& t) { t.NAME; };                                   \
-  template <class T>                                                                              \
-  concept has_adl = requires(const T& t) { NAME(t); };                                            \
-  struct fn {                                                                                     \
-    template <class T>                                                                            \
-      requires has_member_fn<T> || has_member_data<T> || has_adl<T>                               \
-    constexpr decltype(auto) operator()(const T& t) const {                                       \
-      if constexpr (has_member_fn<T>)                                                             \
-        return t.NAME();                                                                          \
-      else if constexpr (has_member_data<T>)                                                      \
-        return (t.NAME);                                                                          \
-      else                                                                                        \
-        return NAME(t);                                                                           \
-    }                                                                                             \
-  };                                                                                              \
+#define REMAT_DETAIL_CPO(NAME)                                      \
+  namespace NAME##_ns {                                             \
+    void NAME() = delete;                                           \
+    template <class T>                                              \
+    concept has_member_fn = requires(const T& t) {                  \
+      t.NAME();                                                     \
+    };                                                              \
+    template <class T>                                              \
+    concept has_member_data = requires(const T& t) {                \
+      t.NAME;                                                       \
+    };                                                              \
+    template <class T>                                              \
+    concept has_adl = requires(const T& t) {                        \
+      NAME(t);                                                      \
+    };                                                              \
+    struct fn {                                                     \
+      template <class T>                                            \
+      requires has_member_fn<T> || has_member_data<T> || has_adl<T> \
+      constexpr decltype(auto) operator()(const T& t) const {       \
+        if constexpr (has_member_fn<T>)                             \
+          return t.NAME();                                          \
+        else if constexpr (has_member_data<T>)                      \
+          return (t.NAME);                                          \
+        else                                                        \
+          return NAME(t);                                           \
+      }                                                             \
+    };                                                              \
   }
 
 REMAT_DETAIL_CPO(forward_time)
@@ -126,7 +132,7 @@ concept stage_like = requires(const S& s) {
 /// A sized range of stages.
 template <class R>
 concept stage_range = std::ranges::forward_range<R> && std::ranges::sized_range<R> &&
-                      stage_like<std::ranges::range_value_t<R>>;
+    stage_like<std::ranges::range_value_t<R>>;
 
 /// A type that describes a whole chain: its stages, the input size, and (optionally) the loss.
 template <class C>

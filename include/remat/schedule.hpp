@@ -39,11 +39,21 @@ struct op {
   friend constexpr bool operator==(const op&, const op&) = default;
 };
 
-constexpr op f_none(std::int32_t k) noexcept { return {op_kind::forward_none, k}; }
-constexpr op f_ck(std::int32_t k) noexcept { return {op_kind::forward_checkpoint, k}; }
-constexpr op f_all(std::int32_t k) noexcept { return {op_kind::forward_all, k}; }
-constexpr op loss_op(std::int32_t length) noexcept { return {op_kind::loss, length}; }
-constexpr op backward(std::int32_t k) noexcept { return {op_kind::backward, k}; }
+constexpr op f_none(std::int32_t k) noexcept {
+  return {op_kind::forward_none, k};
+}
+constexpr op f_ck(std::int32_t k) noexcept {
+  return {op_kind::forward_checkpoint, k};
+}
+constexpr op f_all(std::int32_t k) noexcept {
+  return {op_kind::forward_all, k};
+}
+constexpr op loss_op(std::int32_t length) noexcept {
+  return {op_kind::loss, length};
+}
+constexpr op backward(std::int32_t k) noexcept {
+  return {op_kind::backward, k};
+}
 
 /// `F_ck(3)`, `loss`, `B(0)`.
 inline std::string to_string(const op& o) {

@@ -61,7 +61,9 @@ namespace detail {
 constexpr replay_result replay(const chain& c, std::span<const op> ops) {
   const auto L = static_cast<std::int32_t>(c.length());
   const auto n = static_cast<std::size_t>(L) + 1;
-  auto x = [&](std::int32_t k) { return k == 0 ? c.input_size : c.stages[static_cast<std::size_t>(k - 1)].output_size; };
+  auto x = [&](std::int32_t k) {
+    return k == 0 ? c.input_size : c.stages[static_cast<std::size_t>(k - 1)].output_size;
+  };
   auto xb = [&](std::int32_t k) { return c.stages[static_cast<std::size_t>(k - 1)].tape_size; };
   std::vector<char> a(n, 0), t(n, 0), g(n, 0);  // held? a_k, t_k (k >= 1), g_k
   a[0] = 1;
@@ -178,12 +180,10 @@ inline std::string describe(const replay_result& r, std::span<const op> ops) {
     case replay_error::output_already_held:
       return where + ": its output " + tensor + " is already held";
     case replay_error::gradient_missing:
-    case replay_error::tape_missing:
-      return where + ": needs " + tensor + ", which is not held";
+    case replay_error::tape_missing: return where + ": needs " + tensor + ", which is not held";
     case replay_error::after_end: return where + ": g_0 was already produced";
     case replay_error::incomplete:
-      return "the schedule ends after " + std::to_string(ops.size()) +
-             " ops without producing g_0";
+      return "the schedule ends after " + std::to_string(ops.size()) + " ops without producing g_0";
   }
   return where;
 }

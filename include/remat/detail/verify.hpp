@@ -11,7 +11,8 @@
 
 namespace remat::detail {
 
-[[noreturn]] inline void throw_internal_error(std::string_view solver_name, const std::string& why) {
+[[noreturn]] inline void throw_internal_error(std::string_view solver_name,
+                                              const std::string& why) {
   throw std::logic_error("remat internal error: the " + std::string(solver_name) +
                          " solver built a schedule that " + why +
                          "; please report this with the chain and the budget");
