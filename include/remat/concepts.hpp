@@ -36,11 +36,17 @@ using size_type = std::int64_t;
 
 namespace detail::cpo {
 
-// A value usable as a size: an integer type other than bool and character types.
+// The character types. signed and unsigned char are not among them: they are std::int8_t and
+// std::uint8_t.
+template <class T>
+concept character_type = std::same_as<T, char> || std::same_as<T, wchar_t> ||
+    std::same_as<T, char8_t> || std::same_as<T, char16_t> || std::same_as<T, char32_t>;
+
+// A value usable as a size: an integer type other than bool and the character types.
 template <class T>
 concept size_value =
     std::integral<std::remove_cvref_t<T>> && !std::same_as<std::remove_cvref_t<T>, bool> &&
-    !std::same_as<std::remove_cvref_t<T>, char>;
+    !character_type<std::remove_cvref_t<T>>;
 
 // A value usable as a time: any arithmetic type other than bool.
 template <class T>
