@@ -15,14 +15,16 @@
 namespace remat::testing {
 
 // A walk that picks uniformly among the valid ops until g_0 exists; nullopt if it takes more than
-// `max_ops` ops. Backward ops are favoured (weight `backward_weight`) so that walks end.
+// `max_ops` ops. The loss and each backward run once (the model would allow running them again,
+// but executors refuse it: parameter gradients would be accumulated twice). Backward ops are
+// favoured (weight `backward_weight`) so that walks end.
 inline std::optional<std::vector<op>> random_schedule(const chain& c, std::mt19937_64& rng,
                                                       std::size_t max_ops = 200,
                                                       int backward_weight = 4) {
   const auto L = static_cast<std::int32_t>(c.length());
   const auto n = static_cast<std::size_t>(L) + 1;
   auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
-  std::vector<char> a(n, 0), t(n, 0), g(n, 0);
+  std::vector<char> a(n, 0), t(n, 0), g(n, 0), done(n, 0);  // done[k]: B(k), or the loss for L
   a[0] = 1;
   std::vector<op> ops;
   std::vector<op> choices;
@@ -36,10 +38,10 @@ inline std::optional<std::vector<op>> random_schedule(const chain& c, std::mt199
         if (k > 0) choices.push_back(f_none(k));  // dropping a_0 would end every walk
       }
       if (!t[at(k + 1)]) choices.push_back(f_all(k));
-      if (g[at(k + 1)] && t[at(k + 1)] && !g[at(k)])
+      if (g[at(k + 1)] && t[at(k + 1)] && !g[at(k)] && !done[at(k)])
         for (int w = 0; w < backward_weight; ++w) choices.push_back(backward(k));
     }
-    if ((a[at(L)] || t[at(L)]) && !g[at(L)])
+    if ((a[at(L)] || t[at(L)]) && !g[at(L)] && !done[at(L)])
       for (int w = 0; w < backward_weight; ++w) choices.push_back(loss_op(L));
     const op o =
         choices[std::uniform_int_distribution<std::size_t>(0, choices.size() - 1)(rng)];
@@ -48,9 +50,9 @@ inline std::optional<std::vector<op>> random_schedule(const chain& c, std::mt199
       case op_kind::forward_none: a[at(k + 1)] = 1; a[at(k)] = 0; break;
       case op_kind::forward_checkpoint: a[at(k + 1)] = 1; break;
       case op_kind::forward_all: t[at(k + 1)] = 1; break;
-      case op_kind::loss: g[at(L)] = 1; a[at(L)] = 0; break;
+      case op_kind::loss: g[at(L)] = done[at(L)] = 1; a[at(L)] = 0; break;
       case op_kind::backward:
-        g[at(k)] = 1;
+        g[at(k)] = done[at(k)] = 1;
         g[at(k + 1)] = t[at(k + 1)] = a[at(k)] = 0;
         break;
     }

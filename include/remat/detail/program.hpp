@@ -1,0 +1,118 @@
+// A memory plan turned into what an executor walks: per op, the byte ranges of each role, and
+// the buffers created before and dropped after it. Shared by the host and CUDA executors.
+#pragma once
+
+#include <remat/memory_plan.hpp>
+#include <remat/schedule.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace remat::detail {
+
+// `size` bytes at `offset` inside buffer `buffer`.
+struct byte_range {
+  buffer_id buffer = 0;
+  size_type offset = 0;
+  size_type size = 0;
+};
+
+struct program_step {
+  op_kind kind = op_kind::loss;
+  std::int32_t stage = 0;
+  byte_range input;            // a_k (a_L for the loss)
+  byte_range output;           // forward: a_{k+1}; backward: a_{k+1} in the tape
+  byte_range saved;            // the tape beyond a_{k+1} (forward when recording, backward)
+  byte_range output_gradient;  // backward: g_{k+1}
+  byte_range input_gradient;   // backward: g_k; loss: g_L
+  byte_range workspace;
+};
+
+struct program {
+  std::vector<program_step> steps;
+  std::vector<buffer_id> created;          // buffers created by step i (the input a_0 excluded)
+  std::vector<std::size_t> created_begin;  //   are created[created_begin[i] .. [i+1])
+  std::vector<buffer_id> dropped;          // buffers dropped after step i (none after the last)
+  std::vector<std::size_t> dropped_begin;
+  buffer_id input_gradient = no_buffer;    // g_0
+};
+
+inline program make_program(const memory_plan& m) {
+  if (const memory_plan_check c = check_memory_plan(m); !c.ok())
+    throw std::invalid_argument("executor: the memory plan is unsound: " + c.problem);
+  if (m.steps.empty() || m.buffers.empty() || m.buffers[0].kind != buffer_kind::activation ||
+      m.buffers[0].index != 0 || m.steps.back().op.kind != op_kind::backward ||
+      m.steps.back().op.stage != 0)
+    throw std::invalid_argument(
+        "executor: the memory plan is not that of a complete schedule (a_0 first, B(0) last)");
+  // The loss and each B(k) accumulate into the user's parameter gradients: once each.
+  std::vector<char> seen(m.steps.size() + 1, 0);
+  for (const step& s : m.steps) {
+    if (s.op.kind != op_kind::loss && s.op.kind != op_kind::backward) continue;
+    if (s.op.stage < 0 || static_cast<std::size_t>(s.op.stage) >= seen.size())
+      throw std::invalid_argument("executor: the plan has an op outside the chain, " +
+                                  to_string(s.op));
+    char& once = seen[static_cast<std::size_t>(s.op.stage)];
+    if (once)
+      throw std::invalid_argument("executor: the schedule runs " + to_string(s.op) +
+                                  " twice; parameter gradients would be accumulated twice");
+    once = 1;
+  }
+  program p;
+  const std::size_t n = m.steps.size();
+  p.steps.reserve(n);
+  auto whole = [&](buffer_id id) { return byte_range{id, 0, m.buffers[id].size}; };
+  for (const step& s : m.steps) {
+    program_step ps;
+    ps.kind = s.op.kind;
+    ps.stage = s.op.stage;
+    ps.input = {s.input, 0, s.input_size};
+    ps.workspace = whole(s.workspace);
+    switch (s.op.kind) {
+      case op_kind::loss: ps.input_gradient = whole(s.output); break;
+      case op_kind::backward:
+        ps.output = {s.tape, 0, s.output_size};
+        ps.saved = {s.tape, s.output_size, m.buffers[s.tape].size - s.output_size};
+        ps.output_gradient = whole(s.gradient);
+        ps.input_gradient = whole(s.output);
+        break;
+      case op_kind::forward_all:
+        ps.output = {s.output, 0, s.output_size};
+        ps.saved = {s.output, s.output_size, m.buffers[s.output].size - s.output_size};
+        break;
+      case op_kind::forward_none:
+      case op_kind::forward_checkpoint:
+        ps.output = whole(s.output);
+        ps.saved = {s.output, s.output_size, 0};  // empty, just past the output
+        break;
+    }
+    p.steps.push_back(ps);
+  }
+  std::vector<std::size_t> n_created(n + 1, 0), n_dropped(n + 1, 0);
+  for (std::size_t id = 1; id < m.buffers.size(); ++id) ++n_created[m.buffers[id].first_op];
+  for (const buffer& b : m.buffers)
+    if (b.last_op + 1 < n) ++n_dropped[b.last_op];
+  auto prefix = [n](const std::vector<std::size_t>& counts) {
+    std::vector<std::size_t> begin(n + 1, 0);
+    for (std::size_t i = 0; i < n; ++i) begin[i + 1] = begin[i] + counts[i];
+    return begin;
+  };
+  p.created_begin = prefix(n_created);
+  p.dropped_begin = prefix(n_dropped);
+  p.created.resize(p.created_begin[n]);
+  p.dropped.resize(p.dropped_begin[n]);
+  std::vector<std::size_t> created_at(p.created_begin.begin(), p.created_begin.end() - 1);
+  std::vector<std::size_t> dropped_at(p.dropped_begin.begin(), p.dropped_begin.end() - 1);
+  for (std::size_t id = 0; id < m.buffers.size(); ++id) {
+    const buffer& b = m.buffers[id];
+    if (id > 0) p.created[created_at[b.first_op]++] = static_cast<buffer_id>(id);
+    if (b.last_op + 1 < n) p.dropped[dropped_at[b.last_op]++] = static_cast<buffer_id>(id);
+  }
+  p.input_gradient = m.steps.back().output;
+  return p;
+}
+
+}  // namespace remat::detail
