@@ -1,0 +1,49 @@
+# remat::cuda: the CUDA executor (include/remat/cuda/). It needs only the CUDA runtime's host
+# API, so any C++ compiler builds it against CUDA::cudart; nvcc is needed only for the kernels of
+# remat's own CUDA tests and examples, compiled when CMake finds it (check_language).
+find_package(CUDAToolkit QUIET)
+if(PROJECT_IS_TOP_LEVEL AND CUDAToolkit_FOUND)
+  set(remat_cuda_default ON)
+else()
+  set(remat_cuda_default OFF)
+endif()
+option(REMAT_CUDA "Build remat::cuda, the CUDA executor (needs the CUDA toolkit)"
+       ${remat_cuda_default})
+
+if(REMAT_CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  add_library(remat_cuda INTERFACE)
+  add_library(remat::cuda ALIAS remat_cuda)
+  set_target_properties(remat_cuda PROPERTIES EXPORT_NAME cuda)
+  target_link_libraries(remat_cuda INTERFACE remat CUDA::cudart)
+
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER AND PROJECT_IS_TOP_LEVEL)
+    # cmake 3.25 with nvcc 13 ignores CUDA_STANDARD 20 and rejects cuda_std_20: targets pass
+    # -std=c++20 themselves. 90 covers H100/H200; override with -DCMAKE_CUDA_ARCHITECTURES.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)
+    endif()
+    # One runtime in every program: the shared one that CUDA::cudart names, not nvcc's static.
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+    enable_language(CUDA)
+    set(REMAT_CUDA_KERNELS ON)
+  endif()
+endif()
+
+# Kernels of remat's own tests and examples: `remat_add_cuda_kernels(target sources...)` makes a
+# static library of them, warnings as errors.
+function(remat_add_cuda_kernels target)
+  add_library(${target} STATIC ${ARGN})
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>
+                                           $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>)
+  target_link_libraries(${target} PUBLIC CUDA::cudart)
+endfunction()
+
+# Installed beside remat::remat; remat-config.cmake loads it (and finds CUDAToolkit) if present.
+if(TARGET remat_cuda)
+  install(TARGETS remat_cuda EXPORT remat-cuda-targets)
+  install(EXPORT remat-cuda-targets NAMESPACE remat::
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/cmake/remat)
+endif()
