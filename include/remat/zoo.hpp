@@ -234,7 +234,7 @@ inline fmap stage_output_shape(const fmap& x) {
   return {tensor{}, x.c, x.h, x.w};
 }
 
-// ImageNet classifier head: global average pooling, then the fully connected layer.
+// Classifier head: global average pooling, then the fully connected layer.
 inline void pooled_classifier(const context& cx, const fmap& in, size_type classes,
                               bool batch_norm_first) {
   cnn_stage st(cx, in.c, in.h, in.w);
