@@ -293,6 +293,12 @@ constexpr solve_result solve_optimal(const C& chain_in, size_type budget,
   }
   const detail::optimal_table t = detail::optimal_dp_reference(md, M);
   const double makespan = t.value[t.at(0, md.L, M)];
+  // Each time is finite but their sum may not be: then no choice of the table beats infinity,
+  // and there is no schedule to read back.
+  if (!(makespan < detail::infinite_time))
+    detail::throw_solver_error(std::string(name(solver::optimal)) +
+                               ": the makespan overflows a double at this budget; scale the "
+                               "chain's times down");
   solve_result r = detail::finish(c, solver::optimal, budget, detail::optimal_ops(md, t, 0, md.L, M),
                                   makespan);
   r.min_feasible_budget = out.min_feasible_budget;

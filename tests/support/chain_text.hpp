@@ -1,0 +1,22 @@
+// A chain as one line of text, for failure messages of property tests (pass it to INFO).
+#pragma once
+
+#include <remat/chain.hpp>
+
+#include <sstream>
+#include <string>
+
+namespace remat::testing {
+
+/// `input 3, loss 1.5/2, stages [fw bw x xb ft bt]: [1 0.5 2 4 0 3] [...]`
+inline std::string chain_text(const chain& c) {
+  std::ostringstream out;
+  out << "input " << c.input_size << ", loss " << c.loss_time << '/' << c.loss_overhead
+      << ", stages [fw bw x xb ft bt]:";
+  for (const stage& s : c.stages)
+    out << " [" << s.forward_time << ' ' << s.backward_time << ' ' << s.output_size << ' '
+        << s.tape_size << ' ' << s.forward_overhead << ' ' << s.backward_overhead << ']';
+  return out.str();
+}
+
+}  // namespace remat::testing

@@ -1,0 +1,110 @@
+// An independent, deliberately plain transcription of MODEL.md's dynamic program, used as an
+// oracle for the library's DP. It memoizes OPT(i, l, m) by recursion and shares nothing with
+// include/remat/solvers/optimal.hpp, so the two agreeing means something. Two knobs reproduce the
+// variants MODEL.md discusses: Rotor's tape-branch check, and the DP without the tape branch.
+#pragma once
+
+#include <remat/chain.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <tuple>
+#include <vector>
+
+namespace remat::testing {
+
+enum class tape_check : std::uint8_t {
+  exact,  ///< MODEL.md: the forward of the tape branch holds g_{l+1}, of size x[l+1]
+  rotor,  ///< Rotor's check: x[i+1], as in the base case of stage i
+};
+
+struct reference_options {
+  bool tape_branch = true;  ///< false: the checkpoint-only DP (classical AD checkpointing)
+  tape_check check = tape_check::exact;
+};
+
+class reference_dp {
+ public:
+  explicit reference_dp(const chain& c, reference_options o = {}) : o_(o) {
+    L_ = static_cast<int>(c.length());
+    const auto n = c.length();
+    x_.assign(n + 2, 0);
+    xb_.assign(n + 2, 0);
+    fw_.assign(n + 1, 0);
+    ft_.assign(n + 1, 0);
+    bw_.assign(n + 1, 0);
+    bt_.assign(n + 1, 0);
+    x_[0] = c.input_size;
+    for (std::size_t k = 0; k < n; ++k) {
+      x_[k + 1] = c.stages[k].output_size;
+      xb_[k + 1] = c.stages[k].tape_size;
+      fw_[k] = c.stages[k].forward_time;
+      ft_[k] = c.stages[k].forward_overhead;
+      bw_[k] = c.stages[k].backward_time;
+      bt_[k] = c.stages[k].backward_overhead;
+    }
+    bw_[n] = c.loss_time;
+    bt_[n] = c.loss_overhead;
+  }
+
+  /// The least makespan of a persistent schedule within total budget `budget` (input included),
+  /// or +infinity.
+  double operator()(size_type budget) {
+    if (budget < x_[0]) return inf;
+    return opt(0, L_, budget - x_[0]);
+  }
+
+  static constexpr double inf = std::numeric_limits<double>::infinity();
+
+ private:
+  size_type x(int k) const { return x_[static_cast<std::size_t>(k)]; }
+  size_type xb(int k) const { return xb_[static_cast<std::size_t>(k)]; }
+  double fw(int k) const { return fw_[static_cast<std::size_t>(k)]; }
+  size_type ft(int k) const { return ft_[static_cast<std::size_t>(k)]; }
+  double bw(int k) const { return bw_[static_cast<std::size_t>(k)]; }
+  size_type bt(int k) const { return bt_[static_cast<std::size_t>(k)]; }
+
+  double opt(int i, int l, size_type m) {
+    if (m < 0) return inf;
+    const auto key = std::make_tuple(i, l, m);
+    if (const auto it = memo_.find(key); it != memo_.end()) return it->second;
+    const double v = compute(i, l, m);
+    memo_.emplace(key, v);
+    return v;
+  }
+
+  double compute(int i, int l, size_type m) {
+    if (i == L_) return m >= x(L_) + bt(L_) ? bw(L_) : inf;
+    const bool backward_fits = m >= x(i) + x(i + 1) + xb(i + 1) + bt(i);
+    if (i == l) return m >= x(i + 1) + xb(i + 1) + ft(i) && backward_fits ? fw(i) + bw(i) : inf;
+
+    size_type inner = x(i + 1) + ft(i);
+    for (int k = i + 1; k < l; ++k) inner = std::max(inner, x(k) + x(k + 1) + ft(k));
+    if (m < x(l + 1) + inner) return inf;
+
+    double best = inf;
+    double forward = 0;
+    for (int j = i + 1; j <= l; ++j) {
+      forward += fw(j - 1);
+      if (m < x(j)) continue;
+      best = std::min(best, forward + opt(j, l, m - x(j)) + opt(i, j - 1, m));
+    }
+    if (o_.tape_branch) {
+      const size_type held_gradient = o_.check == tape_check::exact ? x(l + 1) : x(i + 1);
+      if (m >= held_gradient + xb(i + 1) + ft(i) && backward_fits)
+        best = std::min(best, fw(i) + bw(i) + opt(i + 1, l, m - xb(i + 1)));
+    }
+    return best;
+  }
+
+  reference_options o_;
+  int L_ = 0;
+  std::vector<size_type> x_, xb_, ft_, bt_;
+  std::vector<double> fw_, bw_;
+  std::map<std::tuple<int, int, size_type>, double> memo_;
+};
+
+}  // namespace remat::testing

@@ -1,0 +1,498 @@
+// The optimal DP: a hand-verified chain solved at compile time, property tests on random chains
+// (the simulator and an independent transcription of MODEL.md's DP as oracles), discretization,
+// the exact tape-branch check, the table-size guard and degenerate chains.
+#include <remat/solvers/optimal.hpp>
+
+#include <remat/simulate.hpp>
+#include <remat/solvers/exhaustive.hpp>
+#include <remat/solvers/store_all.hpp>
+
+#include <doctest/doctest.h>
+
+#include "chain_text.hpp"
+#include "random_chain.hpp"
+#include "reference_dp.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using remat::chain;
+using remat::replay_result;
+using remat::size_type;
+using remat::solve_options;
+using remat::solve_result;
+using remat::testing::chain_text;
+using remat::testing::random_chain;
+using remat::testing::random_chain_options;
+using remat::testing::reference_dp;
+
+constexpr solve_options exact{.slots = remat::exact_units};
+constexpr double infinite = std::numeric_limits<double>::infinity();
+
+bool close(double a, double b) {
+  return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b));
+}
+
+std::int32_t length(const chain& c) {
+  return static_cast<std::int32_t>(c.length());
+}
+
+replay_result store_all_replay(const chain& c) {
+  return remat::simulate(c, remat::store_all_ops(length(c)));
+}
+
+// Five stages of size 1 (input included) whose stage 2 records a tape of 10; forward times
+// 3 3 1 3 3, backward times 1, no loss time, no overheads.
+//
+// * Store-all peaks at 17, in B(4): a0 t1 t2 t3 t4 t5 g5 g4 = 1+1+1+10+1+1+1+1. Its time is 18.
+// * Below 17 some forward runs twice: if each runs once, each must be F_all (B(k) needs t_{k+1}),
+//   in stage order (each reads the previous tape), all before the loss, and every tape is held
+//   until its B, so B(4) meets store-all's 17. The cheapest extra forward is stage 2's: at 16
+//   the best is 19, reached by F_all(0) F_all(1) F_ck(2) F_all(3) F_all(4) loss B(4) B(3) F_all(2)
+//   B(2) B(1) B(0), whose peak is 15 (B(2): a0 t1 t2 t3 g3 g2).
+// * B(2) alone holds a0, stage 2's input, t3, g3 and g2: 14. At 14 nothing else may be held then,
+//   so t1 and t2 are recorded after B(2) although stages 0 and 1 ran before it (+6); and t3 is not
+//   held in B(3) (a0 + input + t3 + t4 + g4 + g3 = 15), so stage 2 runs again after B(3) (+1):
+//   25, which F_ck(0) F_none(1) F_ck(2) F_all(3) F_all(4) loss B(4) B(3) F_all(2) B(2) F_all(0)
+//   F_all(1) B(1) B(0) reaches. 13 is infeasible.
+constexpr chain tall_tape() {
+  chain c;
+  c.input_size = 1;
+  c.stages = {{3, 1, 1, 1, 0, 0},
+              {3, 1, 1, 1, 0, 0},
+              {1, 1, 1, 10, 0, 0},
+              {3, 1, 1, 1, 0, 0},
+              {3, 1, 1, 1, 0, 0}};
+  return c;
+}
+
+static_assert(remat::solve_optimal(tall_tape(), 100, exact).plan.makespan == 18);
+static_assert(remat::solve_optimal(tall_tape(), 17, exact).plan.makespan == 18);
+static_assert(remat::solve_optimal(tall_tape(), 16, exact).plan.makespan == 19);
+static_assert(remat::solve_optimal(tall_tape(), 14, exact).plan.makespan == 25);
+static_assert(!remat::solve_optimal(tall_tape(), 13, exact).feasible);
+static_assert(remat::solve_optimal(tall_tape(), 13, exact).min_feasible_budget == 14);
+// With the default 500 slots these budgets are cut in units of 1: the same answers.
+static_assert(remat::solve_optimal(tall_tape(), 16).plan.makespan == 19);
+
+}  // namespace
+
+TEST_CASE("the hand-verified chain, at run time, against the exhaustive search") {
+  const chain c = tall_tape();
+  for (size_type budget : {14, 15, 16, 17, 18}) {
+    CAPTURE(budget);
+    const solve_result r = remat::solve_optimal(c, budget, exact);
+    REQUIRE(r.feasible);
+    const replay_result sim = remat::simulate(c, r.plan);
+    CHECK(sim.fits(budget));
+    CHECK(sim.makespan == r.plan.makespan);
+    CHECK(r.plan.makespan == remat::solve_exhaustive(c, budget).plan.makespan);
+  }
+  using remat::backward;
+  using remat::f_all;
+  using remat::f_ck;
+  CHECK(remat::solve_optimal(c, 16, exact).plan.ops ==
+        std::vector<remat::op>{f_all(0), f_all(1), f_ck(2), f_all(3), f_all(4), remat::loss_op(5),
+                               backward(4), backward(3), f_all(2), backward(2), backward(1),
+                               backward(0)});
+  CHECK(remat::solve_optimal(c, 16, exact).plan.peak_memory == 15);
+}
+
+// (b) On exact units, for every budget from one below the least feasible one to store-all's
+// peak: the schedule replays to its predicted makespan within the budget, is never faster than
+// store-all (no schedule is) and equals it at store-all's peak, the makespan does not increase
+// with the budget, and min_feasible_budget is exactly where feasibility starts. The whole range
+// is read from one DP table; solve_optimal itself is checked at a few budgets per chain.
+TEST_CASE("property: exact units, every budget from the least feasible to store-all") {
+  std::mt19937_64 rng(1);
+  int chains = 0;
+  long budgets = 0;
+  for (; chains < 2000; ++chains) {
+    const chain c = random_chain(rng);
+    INFO(chain_text(c));
+    const replay_result all = store_all_replay(c);
+    const size_type top = all.peak_memory;
+
+    const solve_result none = remat::solve_optimal(c, 0, exact);
+    const size_type least = none.min_feasible_budget;
+    CAPTURE(least);
+    REQUIRE(least != solve_result::no_budget);
+    REQUIRE(least >= c.input_size);
+    REQUIRE(least <= top);
+    CHECK(none.feasible == (least == 0));
+
+    const remat::detail::model md = remat::detail::make_model(c, 1);
+    const remat::detail::optimal_table t =
+        remat::detail::optimal_dp_reference(md, top - c.input_size);
+    auto value = [&](size_type b) { return t.value[t.at(0, md.L, b - c.input_size)]; };
+    if (least > c.input_size) CHECK(value(least - 1) == infinite);
+
+    double previous = infinite;
+    for (size_type b = least; b <= top; ++b, ++budgets) {
+      CAPTURE(b);
+      const double v = value(b);
+      REQUIRE(v < infinite);
+      CHECK(v <= previous);
+      CHECK((v > all.makespan || close(v, all.makespan)));
+      previous = v;
+      const std::vector<remat::op> ops =
+          remat::detail::optimal_ops(md, t, 0, md.L, b - c.input_size);
+      const replay_result r = remat::simulate(c, ops);
+      REQUIRE(r.valid());
+      CHECK(r.peak_memory <= b);
+      CHECK(close(r.makespan, v));
+    }
+    CHECK(close(previous, all.makespan));
+
+    // The public entry point at a few budgets: the least, one below, a random one, store-all's
+    // peak and beyond.
+    if (least > 0) {
+      const solve_result below = remat::solve_optimal(c, least - 1, exact);
+      CHECK_FALSE(below.feasible);
+      CHECK(below.plan.ops.empty());
+      CHECK(below.min_feasible_budget == least);
+      CHECK(below.budget == least - 1);
+    }
+    const size_type some = std::uniform_int_distribution<size_type>(least, top)(rng);
+    for (size_type b : {least, some, top, top + 1 + some}) {
+      CAPTURE(b);
+      const solve_result r = remat::solve_optimal(c, b, exact);
+      REQUIRE(r.feasible);
+      CHECK(r.budget == b);
+      CHECK(r.unit == 1);
+      CHECK(r.min_feasible_budget == least);
+      CHECK(r.plan.makespan == value(std::min(b, top)));
+      const replay_result sim = remat::simulate(c, r.plan);
+      REQUIRE(sim.valid());
+      CHECK(sim.peak_memory == r.plan.peak_memory);
+      CHECK(sim.peak_memory <= b);
+      CHECK(close(sim.makespan, r.plan.makespan));
+      if (b >= top) CHECK(close(r.plan.makespan, all.makespan));
+    }
+  }
+  CHECK(chains == 2000);
+  MESSAGE(budgets << " (chain, budget) pairs replayed");
+}
+
+// An independent transcription of MODEL.md (tests/support/reference_dp.hpp) agrees with the
+// library's DP everywhere, including below the least feasible budget.
+TEST_CASE("property: the DP equals an independent transcription of MODEL.md") {
+  std::mt19937_64 rng(2);
+  for (int n = 0; n < 300; ++n) {
+    const chain c = random_chain(rng, {1, 6, 10, true});
+    INFO(chain_text(c));
+    const size_type top = store_all_replay(c).peak_memory;
+    const remat::detail::model md = remat::detail::make_model(c, 1);
+    const remat::detail::optimal_table t =
+        remat::detail::optimal_dp_reference(md, top - c.input_size);
+    reference_dp reference(c);
+    for (size_type b = 0; b <= top; ++b) {
+      CAPTURE(b);
+      const double library = b < c.input_size ? infinite : t.value[t.at(0, md.L, b - c.input_size)];
+      CHECK(library == reference(b));
+    }
+  }
+}
+
+// (c) Discretized into slots: every schedule fits the byte budget, predicts its makespan, is
+// no faster than the exact optimum (rounding up only removes schedules), and min_feasible_budget
+// is a budget where a schedule is found. (Feasibility need not be monotone in the budget once
+// the unit depends on it, so nothing is claimed below min_feasible_budget.)
+TEST_CASE("property: slots, larger sizes") {
+  std::mt19937_64 rng(3);
+  int feasible = 0;
+  for (int n = 0; n < 1500; ++n) {
+    const chain c = random_chain(rng, {1, 8, 1000, true});
+    INFO(chain_text(c));
+    const size_type slots = std::uniform_int_distribution<size_type>(7, 50)(rng);
+    CAPTURE(slots);
+    const solve_options o{.slots = slots};
+    const size_type top = store_all_replay(c).peak_memory;
+    const size_type least = remat::solve_optimal(c, 0, exact).min_feasible_budget;
+    for (int k = 0; k < 4; ++k) {
+      const size_type b = std::uniform_int_distribution<size_type>(least - 10, top + top / 2)(rng);
+      CAPTURE(b);
+      const solve_result r = remat::solve_optimal(c, b, o);
+      CHECK(r.budget == b);
+      CHECK(r.unit == std::max<size_type>(1, (b + slots - 1) / slots));
+      if (r.min_feasible_budget == solve_result::no_budget) {
+        CHECK_FALSE(r.feasible);
+        continue;
+      }
+      CHECK(r.min_feasible_budget >= least);
+      const solve_result at_least = remat::solve_optimal(c, r.min_feasible_budget, o);
+      CHECK(at_least.feasible);
+      CHECK(at_least.min_feasible_budget == r.min_feasible_budget);
+      if (!r.feasible) {
+        CHECK(r.plan.ops.empty());
+        continue;
+      }
+      ++feasible;
+      const replay_result sim = remat::simulate(c, r.plan);
+      REQUIRE(sim.valid());
+      CHECK(sim.peak_memory <= b);
+      CHECK(sim.peak_memory == r.plan.peak_memory);
+      CHECK(close(sim.makespan, r.plan.makespan));
+    }
+  }
+  CHECK(feasible > 1000);
+}
+
+// Rounding sizes up and the budget down only removes schedules: with slots the makespan is never
+// below the exact optimum at the same byte budget, and a feasible budget is feasible exactly.
+TEST_CASE("property: slots are never faster than exact units") {
+  std::mt19937_64 rng(6);
+  for (int n = 0; n < 400; ++n) {
+    const chain c = random_chain(rng, {1, 6, 40, true});
+    INFO(chain_text(c));
+    const size_type slots = std::uniform_int_distribution<size_type>(7, 50)(rng);
+    CAPTURE(slots);
+    const size_type top = store_all_replay(c).peak_memory;
+    const remat::detail::model md = remat::detail::make_model(c, 1);
+    const remat::detail::optimal_table t =
+        remat::detail::optimal_dp_reference(md, top - c.input_size);
+    for (int k = 0; k < 3; ++k) {
+      const size_type b = std::uniform_int_distribution<size_type>(c.input_size, top)(rng);
+      CAPTURE(b);
+      const solve_result r = remat::solve_optimal(c, b, {.slots = slots});
+      if (!r.feasible) continue;
+      const double best = t.value[t.at(0, md.L, b - c.input_size)];
+      REQUIRE(best < infinite);
+      CHECK((r.plan.makespan > best || close(r.plan.makespan, best)));
+    }
+  }
+}
+
+TEST_CASE("slots: too few to hold what every schedule needs at once") {
+  // B(0) holds a_0, g_0, g_1 and t_1, each at least one unit; one slot is never enough.
+  chain c;
+  c.input_size = 1;
+  c.stages = {{1, 1, 1, 1, 0, 0}};
+  for (size_type b :
+       {size_type{0}, size_type{1}, size_type{4}, size_type{1000}, size_type{1} << 40}) {
+    const solve_result r = remat::solve_optimal(c, b, {.slots = 1});
+    CHECK_FALSE(r.feasible);
+    CHECK(r.min_feasible_budget == solve_result::no_budget);
+  }
+  // Four slots are enough from 4 bytes on: each tensor is one unit.
+  const solve_result r = remat::solve_optimal(c, 1000, {.slots = 4});
+  CHECK(r.feasible);
+  CHECK(r.min_feasible_budget == 4);
+  CHECK(r.unit == 250);
+}
+
+TEST_CASE("slots: the unit and the budget in units follow MODEL.md") {
+  // 1000 bytes in 7 slots: unit ceil(1000/7) = 143, of which 6 whole units (858 bytes) are
+  // usable, and a tensor of 100 bytes takes a whole unit.
+  chain c;
+  c.input_size = 100;
+  c.stages = {{1, 1, 100, 100, 0, 0}, {1, 1, 100, 100, 0, 0}};
+  // Every schedule's B(0) holds a_0 g_0 g_1 t_1 (4 tensors); store-all's B(1) holds a_0 t_1 t_2
+  // g_2 g_1 (5).
+  CHECK(remat::solve_optimal(c, 500, exact).feasible);
+  const solve_result r = remat::solve_optimal(c, 1000, {.slots = 7});
+  CHECK(r.unit == 143);
+  REQUIRE(r.feasible);
+  CHECK(r.plan.makespan == 4);  // store-all: 5 units of 143 fit in 6
+  const solve_result tight = remat::solve_optimal(c, 500, {.slots = 7});
+  CHECK(tight.unit == 72);  // 500 / 72 = 6 units, each tensor 2 units: 3 tensors only
+  CHECK_FALSE(tight.feasible);
+}
+
+// (d) MODEL.md's oracle for the DP without the tape branch: on the homogeneous chain (fw = 1,
+// bw = 0, x = xb = 1, no overheads) its makespan is L + t(L, M - 4) + 1, Revolve's binomial
+// count. The library's checkpoint-only solver is another header; this checks the transcription
+// of MODEL.md used as the oracle above, and the formula's reading of sizes and budgets.
+TEST_CASE("Revolve's binomial count, by the DP without the tape branch") {
+  auto binomial = [](long n, long k) {
+    long r = 1;
+    for (long i = 1; i <= k; ++i) r = r * (n - k + i) / i;
+    return r;
+  };
+  auto revolve_steps = [&](long l, long s) {  // t(l, s) of Griewank & Walther
+    long r = 0;
+    while (binomial(s + r, s) < l) ++r;
+    return r * l - binomial(s + r, s + 1);
+  };
+  for (int L = 1; L <= 24; ++L) {
+    chain c;
+    c.input_size = 1;
+    c.stages.assign(static_cast<std::size_t>(L), {1, 0, 1, 1, 0, 0});
+    reference_dp dp(c, {.tape_branch = false});
+    for (long M = 5; M <= L + 6; ++M) {
+      CAPTURE(L);
+      CAPTURE(M);
+      CHECK(dp(M) == static_cast<double>(L + revolve_steps(L, M - 4) + 1));
+    }
+    // B(0) holds a_0, t_1, g_1 and g_0: nothing fits in 3. In 4 only a one-stage chain fits,
+    // since every other B(k) holds a_0 besides its own four tensors (Revolve with no snapshot).
+    CHECK(dp(3) == infinite);
+    CHECK(dp(4) == (L == 1 ? 2 : infinite));
+  }
+}
+
+// (e) Rotor checks the tape branch's forward as if g_{i+1} were held; remat checks the gradient
+// actually held, g_{l+1}. Here:
+//   x0 = 1; stage 0: x1 = 1, xb1 = 3; stage 1: x2 = 2, xb2 = 2, ft1 = 4; times 1, no loss cost.
+// Store-all peaks at 10 in F_all(1) (a0 t1 t2 = 6, + 4): no gradient is held then, since the loss
+// has not run. In the DP that is the tape branch of (1, 2) with m = 10 - 1 - 3 = 6 and
+// x[l+1] = x[3] = 0 < x[i+1] = x[2] = 2: exact needs 0 + 2 + 4 = 6, Rotor's check 2 + 2 + 4 = 8.
+// So at 10 remat finds store-all (time 4), while with Rotor's check the best is to hold a1 instead
+// of t1 and recompute stage 0: F_ck(0) F_all(1) loss B(1) F_all(0) B(0), time 5, peak 8.
+TEST_CASE("the exact tape-branch check beats Rotor's where x[l+1] < x[i+1]") {
+  chain c;
+  c.input_size = 1;
+  c.stages = {{1, 1, 1, 3, 0, 0}, {1, 1, 2, 2, 4, 0}};
+  const solve_result r = remat::solve_optimal(c, 10, exact);
+  REQUIRE(r.feasible);
+  CHECK(r.plan.ops == remat::store_all_ops(2));
+  CHECK(r.plan.makespan == 4);
+  const replay_result sim = remat::simulate(c, r.plan);
+  CHECK(sim.fits(10));
+  CHECK(sim.op_peak[1] == 10);  // F_all(1)
+
+  // The exhaustive search confirms that 4 is the optimum at 10, and that nothing fits below 8
+  // (F_all(1) holds a0, its input, t2 and its overhead 4).
+  CHECK(remat::solve_exhaustive(c, 10).plan.makespan == 4);
+  CHECK(remat::solve_exhaustive(c, 0).min_feasible_budget == 8);
+
+  // The DP with Rotor's check (the same transcription, one condition changed) is slower at 10,
+  // and needs 12 for store-all's time.
+  reference_dp rotor(c, {.check = remat::testing::tape_check::rotor});
+  reference_dp remat_check(c);
+  CHECK(remat_check(10) == 4);
+  CHECK(rotor(10) == 5);
+  CHECK(rotor(11) == 5);
+  CHECK(rotor(12) == 4);
+  // Rotor's schedule at 10, replayed: valid, time 5.
+  using remat::backward;
+  using remat::f_all;
+  const replay_result slower =
+      remat::simulate(c, std::vector<remat::op>{remat::f_ck(0), f_all(1), remat::loss_op(2),
+                                                backward(1), f_all(0), backward(0)});
+  CHECK(slower.fits(10));
+  CHECK(slower.makespan == 5);
+  CHECK(slower.peak_memory == 8);
+}
+
+// (f) The table-size guard: a solver_error that says how to shrink the table.
+TEST_CASE("the DP table's size is guarded") {
+  chain c;
+  c.input_size = 1;
+  c.stages.assign(2, {1, 1, 1, 1, 0, 0});
+  // Store-all peaks at 5; above it the table is capped there: M = 5 - 1 = 4 units for the DP,
+  // (L+1)(L+2)/2 = 6 intervals, 5 budgets each, a double and an int32 per cell.
+  const std::size_t bytes = 6 * 5 * (sizeof(double) + sizeof(std::int32_t));
+  CHECK(remat::solve_optimal(c, 1000, {.slots = remat::exact_units, .max_table_bytes = bytes})
+            .feasible);
+  try {
+    (void)remat::solve_optimal(c, 1000,
+                               {.slots = remat::exact_units, .max_table_bytes = bytes - 1});
+    FAIL("no solver_error");
+  } catch (const remat::solver_error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("fewer slots") != std::string::npos);
+    CHECK(what.find("2 stages") != std::string::npos);
+    CHECK(what.find("4 memory units") != std::string::npos);
+  }
+  // An infeasible budget needs no table.
+  CHECK_FALSE(
+      remat::solve_optimal(c, 4, {.slots = remat::exact_units, .max_table_bytes = 0}).feasible);
+}
+
+// (g) Degenerate chains and budgets.
+TEST_CASE("sizes all zero: everything fits in 0 and nothing is recomputed") {
+  std::mt19937_64 rng(4);
+  for (int n = 0; n < 50; ++n) {
+    chain c = random_chain(rng);
+    for (remat::stage& s : c.stages)
+      s.output_size = s.tape_size = s.forward_overhead = s.backward_overhead = 0;
+    c.input_size = c.loss_overhead = 0;
+    INFO(chain_text(c));
+    for (const solve_options& o : {exact, solve_options{}, solve_options{.slots = 7}}) {
+      const solve_result r = remat::solve_optimal(c, 0, o);
+      REQUIRE(r.feasible);
+      CHECK(r.min_feasible_budget == 0);
+      CHECK(r.plan.peak_memory == 0);
+      CHECK(r.plan.makespan == store_all_replay(c).makespan);
+      CHECK(remat::simulate(c, r.plan).fits(0));
+    }
+  }
+}
+
+TEST_CASE("one-stage chains") {
+  // x0 = 1, x1 = 2, xb1 = 3, loss overhead 4. Store-all: F_all(0) 4, loss 4 + 2 + 4 = 10, B(0) 7.
+  // Checkpointing a1 instead: F_ck(0) 3, loss 1 + 2 + 2 + 4 = 9 (drops a1), F_all(0) 6, B(0) 7.
+  chain c;
+  c.input_size = 1;
+  c.stages = {{1, 1, 2, 3, 0, 0}};
+  c.loss_time = 0.5;
+  c.loss_overhead = 4;
+  CHECK(remat::solve_optimal(c, 10, exact).plan.makespan == 2.5);
+  const solve_result r = remat::solve_optimal(c, 9, exact);
+  REQUIRE(r.feasible);
+  CHECK(r.plan.makespan == 3.5);
+  CHECK(remat::to_string(r.plan) == "F_ck(0) loss F_all(0) B(0)");
+  CHECK(r.min_feasible_budget == 9);
+  CHECK_FALSE(remat::solve_optimal(c, 8, exact).feasible);
+
+  // Random one-stage chains against the exhaustive search, every budget up to store-all's peak.
+  std::mt19937_64 rng(5);
+  for (int n = 0; n < 200; ++n) {
+    const chain k = random_chain(rng, {1, 1, 10, true});
+    INFO(chain_text(k));
+    const size_type top = store_all_replay(k).peak_memory;
+    for (size_type b = 0; b <= top; ++b) {
+      CAPTURE(b);
+      const solve_result o = remat::solve_optimal(k, b, exact);
+      const solve_result e = remat::solve_exhaustive(k, b);
+      REQUIRE(o.feasible == e.feasible);
+      if (o.feasible) CHECK(o.plan.makespan == e.plan.makespan);
+      CHECK(o.min_feasible_budget == e.min_feasible_budget);
+    }
+  }
+}
+
+TEST_CASE("budget 0 and negative budgets") {
+  chain c;
+  c.input_size = 3;
+  c.stages = {{1, 1, 0, 0, 0, 0}};
+  // The input alone is 3; B(0) adds g_0 (3).
+  for (const solve_options& o : {exact, solve_options{}}) {
+    const solve_result r = remat::solve_optimal(c, 0, o);
+    CHECK_FALSE(r.feasible);
+    CHECK(r.budget == 0);
+    CHECK(r.plan.ops.empty());
+    CHECK(r.min_feasible_budget == 6);
+    CHECK(remat::solve_optimal(c, 6, o).feasible);
+    CHECK_THROWS_AS((void)remat::solve_optimal(c, -1, o), remat::solver_error);
+  }
+  CHECK_THROWS_AS((void)remat::solve_optimal(c, 10, {.slots = -3}), remat::solver_error);
+}
+
+// Every time finite, but a makespan that is not: a solver_error, not a schedule read from a table
+// of infinities (which used to index the table with choice -1).
+TEST_CASE("times so large that a makespan overflows a double") {
+  // The one-stage chain above: store-all (time fw + bw) fits in 10, at 9 the forward runs twice.
+  chain c;
+  c.input_size = 1;
+  c.stages = {{6e307, 6e307, 2, 3, 0, 0}};
+  c.loss_overhead = 4;
+  CHECK_NOTHROW(remat::validate(c));
+  const solve_result r = remat::solve_optimal(c, 10, exact);
+  REQUIRE(r.feasible);
+  CHECK(r.plan.makespan == 6e307 + 6e307);
+  CHECK_THROWS_AS((void)remat::solve_optimal(c, 9, exact), remat::solver_error);
+  c.stages.assign(3, {1e308, 1e308, 2, 3, 0, 0});
+  CHECK_THROWS_WITH_AS((void)remat::solve_optimal(c, 1000, exact),
+                       "optimal: the makespan overflows a double at this budget; scale the "
+                       "chain's times down",
+                       remat::solver_error);
+}
