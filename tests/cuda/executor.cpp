@@ -173,7 +173,7 @@ void gradients_match_store_all(const std::vector<int>& widths, cudaStream_t stre
                         {.solve = {.solver = s}, .alignment = remat::cuda::arena_alignment});
       } catch (const remat::solver_error& e) {
         std::printf("  solver %s skipped: %s\n", std::string(remat::name(s)).c_str(), e.what());
-        break;
+        continue;
       }
       if (!p.feasible) continue;
       ++schedules;

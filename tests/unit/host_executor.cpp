@@ -16,6 +16,7 @@
 #include <random>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 // Every allocation of this program is counted while `counting` is set, to prove that a run
@@ -228,8 +229,10 @@ void gradients_match_store_all(const std::vector<int>& widths, int min_schedules
   const size_type top = reference_plan.solution.plan.peak_memory;
   const size_type least = remat::solve(c, top).min_feasible_budget;
   int schedules = 0, recomputing = 0;
+  std::string ran;
   for (const remat::solver s : remat::all_solvers) {
     if (s == remat::solver::exhaustive && c.length() > remat::exhaustive_max_stages) continue;
+    const int before = schedules;
     for (const double f : {0.0, 0.25, 0.5, 0.75, 1.0}) {
       const auto budget = least + static_cast<size_type>(f * static_cast<double>(top - least)) +
                           static_cast<size_type>(c.length() * 128);  // room for alignment
@@ -240,7 +243,7 @@ void gradients_match_store_all(const std::vector<int>& widths, int min_schedules
         p = remat::plan(c, budget, {.solve = {.solver = s}, .alignment = 64});
       } catch (const remat::solver_error& e) {
         MESSAGE("solver " << remat::name(s) << " skipped: " << e.what());
-        break;
+        continue;
       }
       if (!p.feasible) continue;
       ++schedules;
@@ -249,8 +252,9 @@ void gradients_match_store_all(const std::vector<int>& widths, int min_schedules
       require_identical(train(widths, p.memory, {.poison = true}), reference);
       require_identical(train(widths, p.memory, {.separate_allocations = true}), reference);
     }
+    ran += " " + std::string(remat::name(s)) + ":" + std::to_string(schedules - before);
   }
-  MESSAGE(schedules << " schedules, " << recomputing << " with recomputation");
+  MESSAGE(schedules << " schedules, " << recomputing << " with recomputation; per solver" << ran);
   CHECK(schedules >= min_schedules);
   CHECK(recomputing >= min_schedules / 2);
 }
