@@ -10,8 +10,14 @@
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
 #include <remat/solver_options.hpp>
+#include <remat/solvers/checkpoint_only.hpp>
+#include <remat/solvers/chen_greedy.hpp>
+#include <remat/solvers/chen_sqrt.hpp>
 #include <remat/solvers/exhaustive.hpp>
+#include <remat/solvers/min_memory.hpp>
 #include <remat/solvers/optimal.hpp>
+#include <remat/solvers/revolve.hpp>
+#include <remat/solvers/sequential.hpp>
 #include <remat/solvers/store_all.hpp>
 
 namespace remat {
@@ -31,6 +37,12 @@ struct solve_fn {
         if (std::is_constant_evaluated())
           throw_solver_error("exhaustive: not available in constant expressions");
         return solve_exhaustive(chain, budget, options);
+      case solver::sequential: return solve_sequential(chain, budget, options);
+      case solver::chen_sqrt: return solve_chen_sqrt(chain, budget, options);
+      case solver::chen_greedy: return solve_chen_greedy(chain, budget, options);
+      case solver::revolve: return solve_revolve(chain, budget, options);
+      case solver::checkpoint_only: return solve_checkpoint_only(chain, budget, options);
+      case solver::min_memory: return solve_min_memory(chain, budget, options);
       case solver::optimal: break;
     }
     return solve_optimal(chain, budget, options);

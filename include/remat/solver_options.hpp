@@ -14,20 +14,36 @@ namespace remat {
 
 /// The solvers `remat::solve` can run.
 enum class solver : std::uint8_t {
-  optimal,     ///< the exact persistent DP of MODEL.md (default)
-  store_all,   ///< F_all everything, then backward: no recomputation, most memory
-  exhaustive,  ///< least time over all op sequences; tiny chains only
+  optimal,          ///< the exact persistent DP of MODEL.md (default)
+  store_all,        ///< F_all everything, then backward: no recomputation, most memory
+  exhaustive,       ///< least time over all op sequences; tiny chains only
+  sequential,       ///< PyTorch's checkpoint_sequential, best segment count that fits
+  chen_sqrt,        ///< Chen et al.: checkpoint every floor(sqrt(L))-th stage input
+  chen_greedy,      ///< Chen et al.'s budgeted greedy segmentation, best threshold that fits
+  revolve,          ///< Griewank-Walther binomial checkpointing, the most slots that fit
+  checkpoint_only,  ///< the DP of MODEL.md without the tape branch (classical AD checkpointing)
+  min_memory,       ///< the persistent schedule of least peak memory
 };
 
 /// Every solver, in the order tools list them.
-inline constexpr solver all_solvers[] = {solver::optimal, solver::store_all, solver::exhaustive};
+inline constexpr solver all_solvers[] = {
+    solver::optimal,    solver::store_all,       solver::exhaustive,
+    solver::sequential, solver::chen_sqrt,       solver::chen_greedy,
+    solver::revolve,    solver::checkpoint_only, solver::min_memory};
 
-/// The solver's name on the command line: `optimal`, `store-all`, `exhaustive`.
+/// The solver's name on the command line: `optimal`, `store-all`, `exhaustive`, `sequential`,
+/// `chen-sqrt`, `chen-greedy`, `revolve`, `checkpoint-only`, `min-memory`.
 constexpr std::string_view name(solver s) noexcept {
   switch (s) {
     case solver::optimal: return "optimal";
     case solver::store_all: return "store-all";
     case solver::exhaustive: return "exhaustive";
+    case solver::sequential: return "sequential";
+    case solver::chen_sqrt: return "chen-sqrt";
+    case solver::chen_greedy: return "chen-greedy";
+    case solver::revolve: return "revolve";
+    case solver::checkpoint_only: return "checkpoint-only";
+    case solver::min_memory: return "min-memory";
   }
   return "?";
 }
@@ -47,8 +63,10 @@ inline constexpr size_type default_slots = 500;
 
 struct solve_options {
   remat::solver solver = solver::optimal;
-  /// Memory discretization for the DP solvers: the budget is cut into this many units and every
-  /// size rounded up to whole units; `exact_units` uses the sizes as given.
+  /// Memory discretization for the DP solvers with a memory dimension (`optimal`,
+  /// `checkpoint-only`): the budget is cut into this many units and every size rounded up to
+  /// whole units; `exact_units` uses the sizes as given. The other solvers always use the sizes
+  /// as given.
   size_type slots = default_slots;
   /// The optimal DP refuses to allocate tables larger than this (bytes).
   std::size_t max_table_bytes = std::size_t{4} << 30;
