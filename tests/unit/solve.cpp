@@ -1,0 +1,150 @@
+// remat::solve: dispatch by options; an infeasible budget is a result, bad requests are errors.
+#include <remat/solve.hpp>
+
+#include <doctest/doctest.h>
+
+#include "chain_text.hpp"
+#include "random_chain.hpp"
+
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using remat::chain;
+using remat::size_type;
+using remat::solve_options;
+using remat::solve_result;
+using remat::solver;
+
+// x0 = 2, two stages of output 3 and tape 4, a forward overhead of 5 on stage 1.
+chain small() {
+  chain c;
+  c.input_size = 2;
+  c.stages = {{1, 2, 3, 4, 0, 0}, {1, 2, 3, 4, 5, 0}};
+  c.loss_time = 0.5;
+  return c;
+}
+
+bool same(const solve_result& a, const solve_result& b) {
+  return a.feasible == b.feasible && a.plan == b.plan && a.budget == b.budget &&
+         a.min_feasible_budget == b.min_feasible_budget && a.unit == b.unit;
+}
+
+constexpr chain constexpr_chain() {
+  chain c;
+  c.input_size = 1;
+  c.stages.assign(4, {1, 1, 1, 2, 0, 0});
+  return c;
+}
+static_assert(remat::solve(constexpr_chain(), 1000).plan.makespan == 8);
+static_assert(remat::solve(constexpr_chain(), 1000, {.solver = solver::store_all}).feasible);
+static_assert(!remat::solve(constexpr_chain(), 0, {.slots = remat::exact_units}).feasible);
+
+}  // namespace
+
+TEST_CASE("solver names") {
+  CHECK(remat::name(solver::optimal) == "optimal");
+  CHECK(remat::name(solver::store_all) == "store-all");
+  CHECK(remat::name(solver::exhaustive) == "exhaustive");
+  CHECK(remat::solver_from_name("store-all") == solver::store_all);
+  CHECK(remat::solver_from_name("store_all") == std::nullopt);
+  CHECK(remat::solver_from_name("") == std::nullopt);
+  for (solver s : remat::all_solvers) {
+    CAPTURE(remat::name(s));
+    CHECK(remat::solver_from_name(remat::name(s)) == s);
+  }
+  // The default is the optimal DP with Rotor's 500 slots.
+  const solve_options o;
+  CHECK(o.solver == solver::optimal);
+  CHECK(o.slots == remat::default_slots);
+  CHECK(remat::default_slots == 500);
+}
+
+TEST_CASE("dispatch by options") {
+  const chain c = small();
+  for (size_type budget = 0; budget <= 30; ++budget) {
+    CAPTURE(budget);
+    CHECK(same(remat::solve(c, budget), remat::solve_optimal(c, budget)));
+    CHECK(same(remat::solve(c, budget, {.slots = remat::exact_units}),
+               remat::solve_optimal(c, budget, {.slots = remat::exact_units})));
+    CHECK(same(remat::solve(c, budget, {.solver = solver::optimal, .slots = 7}),
+               remat::solve_optimal(c, budget, {.slots = 7})));
+    CHECK(same(remat::solve(c, budget, {.solver = solver::store_all}),
+               remat::solve_store_all(c, budget)));
+    CHECK(same(remat::solve(c, budget, {.solver = solver::exhaustive}),
+               remat::solve_exhaustive(c, budget)));
+  }
+  // The solvers differ on this chain, so dispatching to the wrong one shows: store-all needs 16
+  // (B(1): a0 t1 t2 g2 g1), the DP holds a1 instead of t1 and recomputes stage 0 to fit in 15.
+  CHECK(remat::solve(c, 15, {.solver = solver::store_all}).min_feasible_budget == 16);
+  CHECK_FALSE(remat::solve(c, 15, {.solver = solver::store_all}).feasible);
+  const solve_result dp = remat::solve(c, 15, {.slots = remat::exact_units});
+  REQUIRE(dp.feasible);
+  CHECK(remat::to_string(dp.plan) == "F_ck(0) F_all(1) loss B(1) F_all(0) B(0)");
+}
+
+TEST_CASE("an infeasible budget is a result, for every solver") {
+  const chain c = small();
+  for (solver s : {solver::optimal, solver::store_all, solver::exhaustive}) {
+    CAPTURE(remat::name(s));
+    for (const size_type slots : {remat::exact_units, remat::default_slots}) {
+      solve_result r;
+      CHECK_NOTHROW(r = remat::solve(c, 3, {.solver = s, .slots = slots}));
+      CHECK_FALSE(r.feasible);
+      CHECK(r.plan.ops.empty());
+      CHECK(r.budget == 3);
+      CHECK(r.min_feasible_budget > 3);
+      const solve_result at = remat::solve(c, r.min_feasible_budget, {.solver = s, .slots = slots});
+      CHECK(at.feasible);
+    }
+  }
+}
+
+TEST_CASE("bad requests throw: negative budgets, malformed chains, too long for exhaustive") {
+  chain bad = small();
+  bad.stages[0].tape_size = 1;
+  for (solver s : {solver::optimal, solver::store_all, solver::exhaustive}) {
+    CAPTURE(remat::name(s));
+    CHECK_THROWS_AS((void)remat::solve(small(), -1, {.solver = s}), remat::solver_error);
+    CHECK_THROWS_AS((void)remat::solve(bad, 100, {.solver = s}), remat::chain_error);
+  }
+  chain eight;
+  eight.input_size = 1;
+  eight.stages.assign(8, {1, 1, 1, 1, 0, 0});
+  CHECK_THROWS_AS((void)remat::solve(eight, 100, {.solver = solver::exhaustive}),
+                  remat::solver_error);
+  CHECK(remat::solve(eight, 100).feasible);
+}
+
+// Whatever solvers remat has, solve keeps the same contract: a schedule it returns replays
+// within the budget to its claimed peak, an infeasible budget is a result below
+// min_feasible_budget, and a negative budget is a solver_error.
+TEST_CASE("property: every solver keeps solve's contract") {
+  std::mt19937_64 rng(9);
+  for (int n = 0; n < 40; ++n) {
+    const chain c = remat::testing::random_chain(rng, {1, 4, 10, true});
+    INFO(remat::testing::chain_text(c));
+    const size_type top =
+        remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length()))).peak_memory;
+    const size_type budget = std::uniform_int_distribution<size_type>(0, top + 2)(rng);
+    CAPTURE(budget);
+    for (solver s : remat::all_solvers) {
+      CAPTURE(remat::name(s));
+      const solve_result r = remat::solve(c, budget, {.solver = s});
+      CHECK(r.budget == budget);
+      if (r.feasible) {
+        const remat::replay_result sim = remat::simulate(c, r.plan);
+        REQUIRE(sim.valid());
+        CHECK(sim.peak_memory <= budget);
+        CHECK(sim.peak_memory == r.plan.peak_memory);
+      } else {
+        CHECK(r.plan.ops.empty());
+        CHECK((r.min_feasible_budget > budget || r.min_feasible_budget == solve_result::no_budget));
+      }
+      CHECK_THROWS_AS((void)remat::solve(c, -1, {.solver = s}), remat::solver_error);
+    }
+  }
+}
