@@ -7,6 +7,7 @@
 #include <remat/solvers/store_all.hpp>
 
 #include "random_chain.hpp"
+#include "reference_dp.hpp"
 #include "solver_properties.hpp"
 
 #include <algorithm>
@@ -86,6 +87,24 @@ TEST_CASE("checkpoint-only: the solver on the homogeneous chain matches the bino
       const auto r = remat::solve_checkpoint_only(c, budget, exact);
       REQUIRE(r.feasible == (expected >= 0));
       CHECK(r.min_feasible_budget == (length == 1 ? 4 : 5));
+      if (r.feasible) CHECK(r.plan.makespan == expected);
+    }
+  }
+}
+
+TEST_CASE("checkpoint-only: agrees with an independent transcription of the DP") {
+  std::mt19937_64 rng(50);
+  for (int t = 0; t < 300; ++t) {
+    const chain c = remat::testing::random_chain(rng, {1, 10, 10, true});
+    remat::testing::reference_dp reference(c, {.tape_branch = false});
+    const size_type least = remat::solve_checkpoint_only(c, 0, exact).min_feasible_budget;
+    for (const size_type budget : {std::max<size_type>(least - 1, 0), least,
+                                   least + std::uniform_int_distribution<size_type>(1, 80)(rng)}) {
+      CAPTURE(t);
+      CAPTURE(budget);
+      const auto r = remat::solve_checkpoint_only(c, budget, exact);
+      const double expected = reference(budget);
+      REQUIRE(r.feasible == (expected < remat::testing::reference_dp::inf));
       if (r.feasible) CHECK(r.plan.makespan == expected);
     }
   }

@@ -158,7 +158,7 @@ TEST_CASE("revolve: the most snapshots whose schedule fits, on real sizes") {
       least_peak = std::min(least_peak, by_s[static_cast<std::size_t>(s)].peak_memory);
       most_peak = std::max(most_peak, by_s[static_cast<std::size_t>(s)].peak_memory);
     }
-    for (size_type budget = least_peak - 1; budget <= most_peak; ++budget) {
+    for (size_type budget = std::max<size_type>(least_peak - 1, 0); budget <= most_peak; ++budget) {
       const auto r = remat::solve_revolve(c, budget);
       CHECK(r.min_feasible_budget == least_peak);
       CHECK(r.feasible == (budget >= least_peak));

@@ -87,7 +87,7 @@ TEST_CASE("sequential: the fastest segment count that fits, and the least peak o
       least_peak = std::min(least_peak, by_k.back().peak_memory);
       most_peak = std::max(most_peak, by_k.back().peak_memory);
     }
-    for (size_type budget = least_peak - 1; budget <= most_peak; ++budget) {
+    for (size_type budget = std::max<size_type>(least_peak - 1, 0); budget <= most_peak; ++budget) {
       const auto r = remat::solve_sequential(c, budget);
       CHECK(r.min_feasible_budget == least_peak);
       CHECK(r.feasible == (budget >= least_peak));
