@@ -1,0 +1,144 @@
+// In-process tests of remat-solve's parser and command (examples/tools/solve_command.hpp):
+// what each argument becomes, and that no argument list makes the command do anything but
+// answer 0, 1 or 2 (with stdout empty on 2).
+#include "solve_command.hpp"
+
+#include <doctest/doctest.h>
+
+#include <random>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+using remat::tools::command;
+using remat::tools::parse_arguments;
+using remat::tools::parse_size;
+using remat::tools::usage_error;
+
+remat::tools::solve_request parse(std::initializer_list<std::string_view> args) {
+  const std::vector<std::string_view> v(args);
+  return parse_arguments(v);
+}
+
+const std::string tiny = std::string(REMAT_SOURCE_DIR) + "/tests/data/chains/tiny-mlp.json";
+
+}  // namespace
+
+TEST_CASE("parse_size: integers with decimal and binary units") {
+  CHECK(parse_size("0") == 0);
+  CHECK(parse_size("800") == 800);
+  CHECK(parse_size("800B") == 800);
+  CHECK(parse_size("12KB") == 12000);
+  CHECK(parse_size("12MB") == 12000000);
+  CHECK(parse_size("12GB") == 12000000000);
+  CHECK(parse_size("3KiB") == 3072);
+  CHECK(parse_size("1536MiB") == 1610612736);
+  CHECK(parse_size("2GiB") == 2147483648);
+  CHECK(parse_size("007") == 7);
+  CHECK(parse_size("9223372036854775807") == 9223372036854775807);
+  CHECK(parse_size("8589934591GiB") == 8589934591 * 1073741824LL);
+  for (const char* bad : {"", "B", "-1", "+1", "1.0", "1,000", "9223372036854775808",
+                          "8589934592GiB", "9223372036854775807B0", "1 GB", "1gb", "1TB",
+                          "99999999999999999999999999"})
+    CHECK_THROWS_AS(parse_size(bad), usage_error);
+}
+
+TEST_CASE("parse_arguments: what each option becomes") {
+  const auto r = parse({"chain.json", "--budget", "4KiB", "--solver", "store-all", "--slots",
+                        "exact", "--json"});
+  CHECK(r.what == command::solve);
+  CHECK(r.chain_path == "chain.json");
+  CHECK(r.budget == 4096);
+  CHECK(r.solvers == std::vector<remat::solver>{remat::solver::store_all});
+  CHECK(r.slots == remat::exact_units);
+  CHECK(r.json);
+
+  const auto d = parse({"--budget=10", "c.json"});
+  CHECK(d.budget == 10);
+  CHECK(d.solvers.empty());
+  CHECK(d.slots == remat::default_slots);
+  CHECK(!d.json);
+
+  CHECK(parse({"c.json", "--budget", "1", "--slots", "64"}).slots == 64);
+  CHECK(parse({"c.json", "--budget", "1", "--help"}).what == command::help);
+  CHECK(parse({"-h"}).what == command::help);
+
+  const auto s = parse({"c.json", "--sweep", "--points", "40", "--solver", "optimal,store-all",
+                        "--csv", "a.csv", "--plot", "a.svg"});
+  CHECK(s.what == command::sweep);
+  CHECK(s.points == 40);
+  CHECK(s.solvers.size() == 2);
+  CHECK(s.csv == "a.csv");
+  CHECK(s.plot == "a.svg");
+  CHECK(parse({"c.json", "--info"}).what == command::info);
+
+  // Every solver the library lists is accepted by its name.
+  for (const remat::solver solver : remat::all_solvers) {
+    const std::string_view n = remat::name(solver);
+    const std::vector<std::string_view> args{"c.json", "--budget", "1", "--solver", n};
+    CHECK(parse_arguments(args).solvers.front() == solver);
+  }
+}
+
+TEST_CASE("parse_arguments: `--` ends the options") {
+  const auto r = parse({"--budget", "5", "--", "--weird-name.json"});
+  CHECK(r.chain_path == "--weird-name.json");
+  CHECK_THROWS_AS(parse({"--budget", "5", "--"}), usage_error);
+}
+
+TEST_CASE("run_solve: help, a result, and an error, on the given streams") {
+  std::ostringstream out, err;
+  const std::vector<std::string_view> help{"--help"};
+  CHECK(remat::tools::run_solve(help, out, err) == 0);
+  CHECK(out.str().starts_with("usage: "));
+  CHECK(err.str().empty());
+
+  out.str("");
+  const std::vector<std::string_view> solve{tiny, "--budget", "45MB", "--json"};
+  CHECK(remat::tools::run_solve(solve, out, err) == 0);
+  CHECK(out.str().starts_with("{\"solver\":\"optimal\",\"feasible\":true,\"budget\":45000000,"));
+
+  out.str("");
+  const std::vector<std::string_view> bad{tiny, "--budget", "45XB"};
+  CHECK(remat::tools::run_solve(bad, out, err) == 2);
+  CHECK(out.str().empty());
+  CHECK(err.str().starts_with("remat-solve: --budget '45XB': unknown unit 'XB'"));
+}
+
+TEST_CASE("run_solve: random argument lists answer 0, 1 or 2, and 2 leaves stdout empty") {
+  const std::vector<std::string> pool = {
+      tiny, "x.json", "--budget", "--budget=", "45MB", "0", "1", "40000000", "--solver",
+      "optimal", "store-all", "exhaustive", "nope", "optimal,store-all", ",", "--slots", "exact",
+      "7", "0", "--json", "--json=1", "--sweep", "--info", "--points", "--csv", "--plot", "--",
+      "-", "-h", "--he", "", "=", "--=", "9223372036854775807", "18446744073709551616GiB", "1KiB"};
+  std::mt19937_64 rng(11);
+  int answered[3] = {0, 0, 0};
+  for (int n = 0; n < 3000; ++n) {
+    std::vector<std::string_view> args;
+    if (rng() % 2 == 0) {  // a valid request, then random additions
+      static const std::string_view budgets[] = {"45MB", "30MB", "56080000", "1KiB", "0"};
+      args = {tiny, "--budget", budgets[rng() % std::size(budgets)]};
+    }
+    const auto count = rng() % 5;
+    for (std::size_t k = 0; k < count; ++k) args.push_back(pool[rng() % pool.size()]);
+    std::ostringstream out, err;
+    const int status = remat::tools::run_solve(args, out, err);
+    REQUIRE(status >= 0);
+    REQUIRE(status <= 2);
+    ++answered[status];
+    if (status == 2) {
+      CHECK(out.str().empty());
+      CHECK(err.str().starts_with("remat-solve: "));
+    } else {
+      CHECK(!out.str().empty());
+      CHECK(err.str().empty());
+    }
+  }
+  // The seed is fixed: these show the lists reach the solver, not only the parser.
+  CHECK(answered[0] > 0);
+  CHECK(answered[1] > 0);
+  CHECK(answered[2] > 0);
+}
