@@ -35,7 +35,7 @@ size_type store_all_peak(const remat::chain& c) {
 TEST_CASE("the arena never exceeds the budget, and retries happen when it would") {
   std::mt19937_64 rng(99);
   int feasible = 0, retried_and_fit = 0, infeasible_once_placed = 0;
-  for (int trial = 0; trial < 300; ++trial) {
+  for (int trial = 0; trial < 200; ++trial) {
     const remat::chain c = byte_chain(rng);
     const size_type top = store_all_peak(c);
     for (const double f : {0.35, 0.5, 0.7, 1.0}) {
@@ -76,7 +76,7 @@ TEST_CASE("the arena never exceeds the budget, and retries happen when it would"
   }
   MESSAGE(feasible << " feasible plans, " << retried_and_fit << " after a retry, "
                    << infeasible_once_placed << " infeasible only once placed");
-  CHECK(feasible > 600);
+  CHECK(feasible > 400);
   CHECK(retried_and_fit > 20);  // the loop is exercised, not just the first solve
 }
 

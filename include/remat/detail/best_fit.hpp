@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <numeric>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -59,8 +58,10 @@ struct placement {
 };
 
 constexpr std::vector<std::size_t> fit_sequence(std::span<const lifetime> buffers, fit_order o) {
-  std::vector<std::size_t> order(buffers.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
+  // Filled by push_back: clang 14 cannot value-initialize a vector in a constant expression.
+  std::vector<std::size_t> order;
+  order.reserve(buffers.size());
+  for (std::size_t i = 0; i < buffers.size(); ++i) order.push_back(i);
   auto duration = [&](std::size_t i) { return buffers[i].last - buffers[i].first + 1; };
   // size x duration in double: a product of two 64-bit figures may not fit in 64 bits.
   auto area = [&](std::size_t i) {
