@@ -10,8 +10,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <map>
-#include <tuple>
 #include <vector>
 
 namespace remat::testing {
@@ -51,7 +49,7 @@ class reference_dp {
   }
 
   /// The least makespan of a persistent schedule within total budget `budget` (input included),
-  /// or +infinity.
+  /// or +infinity. Memory grows with the budget: for chains of small integer sizes.
   double operator()(size_type budget) {
     if (budget < x_[0]) return inf;
     return opt(0, L_, budget - x_[0]);
@@ -60,6 +58,8 @@ class reference_dp {
   static constexpr double inf = std::numeric_limits<double>::infinity();
 
  private:
+  static constexpr double unknown = -1;  // times are >= 0
+
   size_type x(int k) const { return x_[static_cast<std::size_t>(k)]; }
   size_type xb(int k) const { return xb_[static_cast<std::size_t>(k)]; }
   double fw(int k) const { return fw_[static_cast<std::size_t>(k)]; }
@@ -67,13 +67,15 @@ class reference_dp {
   double bw(int k) const { return bw_[static_cast<std::size_t>(k)]; }
   size_type bt(int k) const { return bt_[static_cast<std::size_t>(k)]; }
 
+  // Memoized by (m, i, l), m-major so that the memo grows by appending as budgets grow.
   double opt(int i, int l, size_type m) {
     if (m < 0) return inf;
-    const auto key = std::make_tuple(i, l, m);
-    if (const auto it = memo_.find(key); it != memo_.end()) return it->second;
-    const double v = compute(i, l, m);
-    memo_.emplace(key, v);
-    return v;
+    const auto n = static_cast<std::size_t>(L_ + 1);
+    const std::size_t at = (static_cast<std::size_t>(m) * n + static_cast<std::size_t>(i)) * n +
+                           static_cast<std::size_t>(l);
+    if (at >= memo_.size()) memo_.resize((static_cast<std::size_t>(m) + 1) * n * n, unknown);
+    if (memo_[at] == unknown) memo_[at] = compute(i, l, m);
+    return memo_[at];
   }
 
   double compute(int i, int l, size_type m) {
@@ -104,7 +106,7 @@ class reference_dp {
   int L_ = 0;
   std::vector<size_type> x_, xb_, ft_, bt_;
   std::vector<double> fw_, bw_;
-  std::map<std::tuple<int, int, size_type>, double> memo_;
+  std::vector<double> memo_;
 };
 
 }  // namespace remat::testing
