@@ -52,27 +52,30 @@ inline std::string usage_text() {
     if (!solvers.empty()) solvers += ", ";
     solvers += name(s);
   }
-  return "usage: remat-solve CHAIN.json --budget SIZE [--solver NAME] [--slots N|exact] [--json]\n"
-         "       remat-solve CHAIN.json --sweep [--points N] [--solver NAME,...] [--csv FILE]"
-         " [--plot FILE.svg]\n"
-         "       remat-solve CHAIN.json --info\n"
-         "\n"
-         "Finds the fastest schedule of forward, recompute and backward operations for the chain\n"
-         "in CHAIN.json (format: docs/chain-format.md) that fits a memory budget.\n"
-         "\n"
-         "  --budget SIZE    total memory for activations, tapes, gradients and overheads, the\n"
-         "                   input included, in the chain's memory units: an integer with an\n"
-         "                   optional unit B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (1024)\n"
-         "  --solver NAME    one of: " + solvers + " (default optimal)\n"
-         "  --slots N|exact  cut the budget into N slots and round sizes up to whole slots\n"
-         "                   (default " + std::to_string(default_slots) +
-         "); 'exact' uses the sizes as given\n"
-         "  --json           print one JSON object instead of the report\n"
-         "  --sweep, --info  not implemented yet\n"
-         "  --help           print this help\n"
-         "\n"
-         "Exit status: 0 a schedule was found, 1 no schedule fits the budget, 2 bad usage or bad\n"
-         "input.\n";
+  std::string text =
+      "usage: remat-solve CHAIN.json --budget SIZE [--solver NAME] [--slots N|exact] [--json]\n"
+      "       remat-solve CHAIN.json --sweep [--points N] [--solver NAME,...] [--csv FILE]"
+      " [--plot FILE.svg]\n"
+      "       remat-solve CHAIN.json --info\n"
+      "\n"
+      "Finds the fastest schedule of forward, recompute and backward operations for the chain\n"
+      "in CHAIN.json (format: docs/chain-format.md) that fits a memory budget.\n"
+      "\n"
+      "  --budget SIZE    total memory for activations, tapes, gradients and overheads, the\n"
+      "                   input included, in the chain's memory units: an integer with an\n"
+      "                   optional unit B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (1024)\n";
+  text += "  --solver NAME    one of: " + solvers + " (default optimal)\n";
+  text += "  --slots N|exact  cut the budget into N slots and round sizes up to whole slots\n";
+  text += "                   (default " + std::to_string(default_slots) +
+          "); 'exact' uses the sizes as given\n";
+  text +=
+      "  --json           print one JSON object instead of the report\n"
+      "  --sweep, --info  not implemented yet\n"
+      "  --help           print this help\n"
+      "\n"
+      "Exit status: 0 a schedule was found, 1 no schedule fits the budget, 2 bad usage or bad\n"
+      "input.\n";
+  return text;
 }
 
 /// `SIZE`: a non-negative integer with an optional unit (B, KB, MB, GB, KiB, MiB, GiB), exactly
@@ -91,10 +94,14 @@ inline size_type parse_size(std::string_view text) {
     std::string_view name;
     size_type factor;
   };
-  static constexpr suffix units[] = {
-      {"", 1},           {"B", 1},           {"KB", 1000},
-      {"MB", 1000000},   {"GB", 1000000000}, {"KiB", size_type{1} << 10},
-      {"MiB", size_type{1} << 20}, {"GiB", size_type{1} << 30}};
+  static constexpr suffix units[] = {{"", 1},
+                                     {"B", 1},
+                                     {"KB", 1000},
+                                     {"MB", 1000000},
+                                     {"GB", 1000000000},
+                                     {"KiB", size_type{1} << 10},
+                                     {"MiB", size_type{1} << 20},
+                                     {"GiB", size_type{1} << 30}};
   const auto* found = std::find_if(std::begin(units), std::end(units),
                                    [&](const suffix& s) { return s.name == unit; });
   if (found == std::end(units))
@@ -228,7 +235,9 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
     if (req.solvers.size() > 1 && req.what != command::sweep)
       throw usage_error("--solver takes one name (a list is for --sweep)");
   }
-  if (slots) req.slots = *slots == "exact" ? exact_units : detail::parse_count("--slots", *slots, " or 'exact'");
+  if (slots)
+    req.slots =
+        *slots == "exact" ? exact_units : detail::parse_count("--slots", *slots, " or 'exact'");
   if (points) req.points = detail::parse_count("--points", *points);
   if (req.csv && req.csv->empty()) throw usage_error("--csv needs a file name");
   if (req.plot && req.plot->empty()) throw usage_error("--plot needs a file name");
@@ -408,8 +417,8 @@ inline std::string format_report(const solve_report& rep) {
   if (!r.feasible) {
     line("result", "no schedule fits the budget");
     if (r.min_feasible_budget == solve_result::no_budget)
-      line("min budget", "none with --slots " + std::to_string(rep.slots) +
-                             "; try more slots or --slots exact");
+      line("min budget",
+           "none with --slots " + std::to_string(rep.slots) + "; try more slots or --slots exact");
     else
       line("min budget", format_memory(r.min_feasible_budget, mu) + " for " +
                              std::string(name(rep.solver)) +
@@ -423,19 +432,21 @@ inline std::string format_report(const solve_report& rep) {
   std::string time_text = format_time(makespan, tu) + ", store-all " + format_time(base_time, tu);
   if (base_time > 0) {
     const double extra = makespan - base_time;
-    time_text += " (" + std::string(extra >= 0 ? "+" : "") + detail::percent(extra, base_time) + ")";
+    time_text +=
+        " (" + std::string(extra >= 0 ? "+" : "") + detail::percent(extra, base_time) + ")";
   }
   line("makespan", time_text);
   std::string peak_text = format_memory(rep.replayed.peak_memory, mu);
   if (r.budget > 0)
-    peak_text += ", " + detail::percent(static_cast<double>(rep.replayed.peak_memory),
-                                        static_cast<double>(r.budget)) +
+    peak_text += ", " +
+                 detail::percent(static_cast<double>(rep.replayed.peak_memory),
+                                 static_cast<double>(r.budget)) +
                  " of the budget";
   peak_text += "; store-all " + format_memory(base_memory, mu);
   line("peak", peak_text);
   if (r.min_feasible_budget != solve_result::no_budget)
-    line("min budget", format_memory(r.min_feasible_budget, mu) + " for " +
-                           std::string(name(rep.solver)));
+    line("min budget",
+         format_memory(r.min_feasible_budget, mu) + " for " + std::string(name(rep.solver)));
 
   // Every stage runs forward at least once; the other runs are recomputations.
   std::vector<int> forwards(L, 0);
@@ -482,8 +493,7 @@ inline std::string format_report(const solve_report& rep) {
 
 /// Runs `remat-solve` with `args` (without the program name). Writes the result to `out` only
 /// when it succeeds (exit 0 or 1); every problem goes to `err` with exit status 2.
-inline int run_solve(std::span<const std::string_view> args, std::ostream& out,
-                     std::ostream& err) {
+inline int run_solve(std::span<const std::string_view> args, std::ostream& out, std::ostream& err) {
   constexpr int found = 0, does_not_fit = 1, bad_input = 2;
   try {
     const solve_request req = parse_arguments(args);

@@ -287,9 +287,9 @@ inline chain_file read_chain_file(const std::filesystem::path& path) {
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw chain_file_error(source, chain_file_error::no_stage, "",
-                           errno != 0 ? "cannot open: " + std::generic_category().message(errno)
-                                      : "cannot open");
+    throw chain_file_error(
+        source, chain_file_error::no_stage, "",
+        errno != 0 ? "cannot open: " + std::generic_category().message(errno) : "cannot open");
   return read_chain(in, source);
 }
 
@@ -312,8 +312,7 @@ inline nlohmann::ordered_json to_json(const chain_file& f) {
     j["units"] = std::move(units);
   }
   j["input_size"] = f.chain.input_size;
-  j["loss"] = {{"backward_time", f.chain.loss_time},
-               {"backward_overhead", f.chain.loss_overhead}};
+  j["loss"] = {{"backward_time", f.chain.loss_time}, {"backward_overhead", f.chain.loss_overhead}};
   nlohmann::ordered_json stages = nlohmann::ordered_json::array();
   for (std::size_t k = 0; k < f.chain.stages.size(); ++k) {
     const stage& s = f.chain.stages[k];
@@ -333,7 +332,9 @@ inline nlohmann::ordered_json to_json(const chain_file& f) {
 
 /// Writes `f` as a chain file (indented JSON, one trailing newline). Times are written in the
 /// shortest form that reads back to the same double, so reading gives `f` again.
-inline void write_chain(std::ostream& out, const chain_file& f) { out << to_json(f).dump(2) << '\n'; }
+inline void write_chain(std::ostream& out, const chain_file& f) {
+  out << to_json(f).dump(2) << '\n';
+}
 
 /// Writes `f` to `path`; throws `chain_file_error` naming `path` when it cannot be written.
 inline void write_chain_file(const std::filesystem::path& path, const chain_file& f) {

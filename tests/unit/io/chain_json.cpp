@@ -89,8 +89,8 @@ TEST_CASE("the error names the stage and the field") {
     CHECK(e.stage_index() == 3);
     CHECK(e.field() == "tape_size");
     CHECK(e.source() == (data_dir / "invalid" / "tape-below-output.json").string());
-    CHECK(std::string(e.what()) == e.source() +
-                                       ": stages[3].tape_size: must be >= output_size (12 < 40)");
+    CHECK(std::string(e.what()) ==
+          e.source() + ": stages[3].tape_size: must be >= output_size (12 < 40)");
   }
   try {
     read_text(R"({"input_size": 1, "stages": [{"forward_time": 1, "backward_time": 1,
@@ -169,10 +169,10 @@ TEST_CASE("unknown keys are ignored, at every level") {
 TEST_CASE("sizes: integers from 0 to 2^62; anything written as a float is refused") {
   const auto stage_with = [](const std::string& size) {
     return R"({"input_size": 0, "stages": [{"forward_time": 1, "backward_time": 1,
-               "output_size": 0, "tape_size": )" + size + "}]}";
+               "output_size": 0, "tape_size": )" +
+           size + "}]}";
   };
-  CHECK(read_text(stage_with("4611686018427387904")).chain.stages[0].tape_size ==
-        remat::max_size);
+  CHECK(read_text(stage_with("4611686018427387904")).chain.stages[0].tape_size == remat::max_size);
   CHECK(read_text(stage_with("0")).chain.stages[0].tape_size == 0);
   CHECK(error_of(stage_with("4611686018427387905")) ==
         "chain.json: stages[0].tape_size: must be <= 2^62 (4611686018427387905)");
@@ -186,7 +186,8 @@ TEST_CASE("sizes: integers from 0 to 2^62; anything written as a float is refuse
   CHECK(error_of(stage_with("4e0")) ==
         "chain.json: stages[0].tape_size: must be an integer (got 4.0; write sizes without a "
         "fraction or exponent)");
-  CHECK(error_of(stage_with("0.5")) == "chain.json: stages[0].tape_size: must be an integer (got 0.5)");
+  CHECK(error_of(stage_with("0.5")) ==
+        "chain.json: stages[0].tape_size: must be an integer (got 0.5)");
   CHECK(error_of(stage_with("{}")) ==
         "chain.json: stages[0].tape_size: must be an integer (got object)");
   CHECK(error_of(stage_with("-0")) == "");  // an integer, and zero
@@ -204,14 +205,16 @@ TEST_CASE("times: any finite non-negative number, integers included") {
   CHECK(error_of(forward("-1e-9")).starts_with("chain.json: stages[0].forward_time: must be >= 0"));
   CHECK(error_of(forward("1e999")) == "chain.json: cannot read: number overflow parsing '1e999'");
   CHECK(error_of(forward("NaN")).starts_with("chain.json: not valid JSON: "));
-  CHECK(error_of(forward("null")) == "chain.json: stages[0].forward_time: must be a number (got null)");
+  CHECK(error_of(forward("null")) ==
+        "chain.json: stages[0].forward_time: must be a number (got null)");
 }
 
 TEST_CASE("the format, when given, must be remat-chain/1") {
   const std::string rest = R"("input_size": 0, "stages": [{"forward_time": 1, "backward_time": 1,
                               "output_size": 0, "tape_size": 0}]})";
   CHECK(error_of(R"({"format": "remat-chain/1", )" + rest).empty());
-  CHECK(error_of(R"({"format": 1, )" + rest) == "chain.json: format: must be a string (got number)");
+  CHECK(error_of(R"({"format": 1, )" + rest) ==
+        "chain.json: format: must be a string (got number)");
   CHECK(error_of(R"({"format": "rotor", )" + rest) ==
         "chain.json: format: unsupported \"rotor\" (this reader knows \"remat-chain/1\")");
 }

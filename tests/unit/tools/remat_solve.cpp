@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace {
@@ -41,13 +42,22 @@ std::string shell_quote(const std::string& s) {
 }
 
 // Runs remat-solve with `args`, capturing its exit status, stdout and stderr.
+// A directory for the captured output, removed at exit.
+struct scratch_dir {
+  fs::path path = fs::temp_directory_path() /
+                  ("remat-solve-test-" + std::to_string(static_cast<long>(::getpid())));
+  scratch_dir() { fs::create_directories(path); }
+  ~scratch_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  scratch_dir(const scratch_dir&) = delete;
+  scratch_dir& operator=(const scratch_dir&) = delete;
+};
+
 run_result run(const std::vector<std::string>& args) {
-  static const fs::path dir = [] {
-    const fs::path d = fs::temp_directory_path() /
-                       ("remat-solve-test-" + std::to_string(static_cast<long>(::getpid())));
-    fs::create_directories(d);
-    return d;
-  }();
+  static const scratch_dir scratch;
+  const fs::path& dir = scratch.path;
   std::string command = shell_quote(exe);
   for (const std::string& a : args) command += " " + shell_quote(a);
   command += " >" + shell_quote((dir / "out").string()) + " 2>" +
@@ -74,8 +84,7 @@ void check_usage_error(const std::vector<std::string>& args, const std::string& 
   const run_result r = run(args);
   CHECK(r.status == 2);
   CHECK(r.out.empty());
-  CHECK(r.err == "remat-solve: " + message +
-                     "\nTry 'remat-solve --help' for more information.\n");
+  CHECK(r.err == "remat-solve: " + message + "\nTry 'remat-solve --help' for more information.\n");
 }
 
 }  // namespace
@@ -95,7 +104,8 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
         {{tiny, "--budget", "64MiB", "--solver", "store-all"}, "tiny-mlp-64MiB-store-all.txt", 0},
         {{resnet, "--budget", "720", "--slots", "exact"}, "resnet18-720-exact.txt", 0},
         {{(data / "chains" / "unnamed.json").string(), "--budget", "9", "--slots", "exact"},
-         "unnamed-9-exact.txt", 0},
+         "unnamed-9-exact.txt",
+         0},
     };
     for (const golden& g : cases) {
       const std::string file = g.file;
@@ -150,13 +160,13 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
   }
 
   TEST_CASE("the JSON form: keys in order, and figures that the simulator confirms") {
-    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(
-        run({tiny, "--budget", "45MB", "--json"}).out);
+    const nlohmann::ordered_json j =
+        nlohmann::ordered_json::parse(run({tiny, "--budget", "45MB", "--json"}).out);
     std::vector<std::string> keys;
     for (const auto& item : j.items()) keys.push_back(item.key());
     CHECK(keys == std::vector<std::string>{"solver", "feasible", "budget", "makespan",
-                                           "peak_memory", "store_all_makespan",
-                                           "store_all_memory", "min_feasible_budget", "ops"});
+                                           "peak_memory", "store_all_makespan", "store_all_memory",
+                                           "min_feasible_budget", "ops"});
 
     const remat::io::chain_file f = remat::io::read_chain_file(tiny);
     std::vector<remat::op> ops;
@@ -168,11 +178,16 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
         continue;
       }
       const auto k = o["stage"].get<std::int32_t>();
-      if (name == "F_none") ops.push_back(remat::f_none(k));
-      else if (name == "F_ck") ops.push_back(remat::f_ck(k));
-      else if (name == "F_all") ops.push_back(remat::f_all(k));
-      else if (name == "B") ops.push_back(remat::backward(k));
-      else FAIL("unknown op " << name);
+      if (name == "F_none")
+        ops.push_back(remat::f_none(k));
+      else if (name == "F_ck")
+        ops.push_back(remat::f_ck(k));
+      else if (name == "F_all")
+        ops.push_back(remat::f_all(k));
+      else if (name == "B")
+        ops.push_back(remat::backward(k));
+      else
+        FAIL("unknown op " << name);
     }
     const remat::replay_result r = remat::simulate(f.chain, std::span<const remat::op>(ops));
     REQUIRE(r.valid());
@@ -202,7 +217,8 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     for (const auto& c : cases) {
       const std::string text = c.first;
       CAPTURE(text);
-      const nlohmann::json j = run_json({resnet, "--budget", text, "--slots", "exact", "--json"}, 0);
+      const nlohmann::json j =
+          run_json({resnet, "--budget", text, "--slots", "exact", "--json"}, 0);
       CHECK(j["budget"].get<long long>() == c.second);
     }
     // The same budget written two ways gives the same answer.
@@ -210,8 +226,9 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
           run({tiny, "--budget", "45000000", "--json"}).out);
 
     for (const char* bad : {"9223372036854775808", "8589934592GiB", "99999999999999999999GB"})
-      check_usage_error({resnet, "--budget", bad},
-                        std::string("--budget '") + bad + "': too large (the limit is 2^63 - 1 units)");
+      check_usage_error(
+          {resnet, "--budget", bad},
+          std::string("--budget '") + bad + "': too large (the limit is 2^63 - 1 units)");
     for (const char* bad : {"", "-1", "+5", "1.5GB", "GB", " 5"})
       check_usage_error({resnet, "--budget", bad},
                         std::string("--budget '") + bad +
@@ -232,14 +249,16 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     check_usage_error({tiny, "-x", "--budget", "5"}, "unknown option '-x'");
     check_usage_error({tiny, tiny, "--budget", "5"},
                       "one chain file expected, got '" + tiny + "' and '" + tiny + "'");
-    check_usage_error({tiny, "--budget", "5", "--solver", "fastest"},
-                      "unknown solver 'fastest' (known: optimal, store-all, exhaustive" +
-                          [] {
-                            std::string rest;
-                            for (std::size_t k = 3; k < std::size(remat::all_solvers); ++k)
-                              rest += ", " + std::string(remat::name(remat::all_solvers[k]));
-                            return rest;
-                          }() + ")");
+    check_usage_error(
+        {tiny, "--budget", "5", "--solver", "fastest"},
+        "unknown solver 'fastest' (known: optimal, store-all, exhaustive" +
+            [] {
+              std::string rest;
+              for (std::size_t k = 3; k < std::size(remat::all_solvers); ++k)
+                rest += ", " + std::string(remat::name(remat::all_solvers[k]));
+              return rest;
+            }() +
+            ")");
     check_usage_error({tiny, "--budget", "5", "--solver", "optimal,store-all"},
                       "--solver takes one name (a list is for --sweep)");
     check_usage_error({tiny, "--budget", "5", "--slots", "0"},
@@ -249,13 +268,16 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     check_usage_error({tiny, "--budget", "5", "--json=yes"}, "--json takes no value");
     check_usage_error({tiny, "--budget", "5", "--sweep"},
                       "--budget, --sweep and --info exclude each other");
-    check_usage_error({tiny, "--budget", "5", "--points", "10"}, "--points applies only to --sweep");
+    check_usage_error({tiny, "--budget", "5", "--points", "10"},
+                      "--points applies only to --sweep");
     check_usage_error({tiny, "--budget", "5", "--csv", "out.csv"}, "--csv applies only to --sweep");
     check_usage_error({tiny, "--info", "--json"}, "--json does not apply to --info");
-    check_usage_error({tiny, "--sweep", "--points", "-3"}, "--points '-3': must be a positive integer");
+    check_usage_error({tiny, "--sweep", "--points", "-3"},
+                      "--points '-3': must be a positive integer");
 
     // `--opt=value` is the same as `--opt value`; `--` ends the options.
-    CHECK(run({tiny, "--budget=45MB", "--json"}).out == run({tiny, "--budget", "45MB", "--json"}).out);
+    CHECK(run({tiny, "--budget=45MB", "--json"}).out ==
+          run({tiny, "--budget", "45MB", "--json"}).out);
     CHECK(run({"--budget", "45MB", "--json", "--", tiny}).status == 0);
   }
 
@@ -268,8 +290,8 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
       const run_result r = run(args);
       CHECK(r.status == 2);
       CHECK(r.out.empty());
-      CHECK(r.err == std::string("remat-solve: ") +
-                         (args[1] == "--info" ? "--info" : "--sweep") + " is not implemented yet\n");
+      CHECK(r.err == std::string("remat-solve: ") + (args[1] == "--info" ? "--info" : "--sweep") +
+                         " is not implemented yet\n");
     }
   }
 
@@ -313,7 +335,8 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
       const std::string name(remat::name(s));
       CAPTURE(name);
       // The store-all peak fits every solver's schedule.
-      const nlohmann::json j = run_json({tiny, "--budget", "56080000", "--solver", name, "--json"}, 0);
+      const nlohmann::json j =
+          run_json({tiny, "--budget", "56080000", "--solver", name, "--json"}, 0);
       CHECK(j["solver"] == name);
       CHECK(j["feasible"] == true);
       CHECK(j["peak_memory"].get<long long>() <= 56080000);

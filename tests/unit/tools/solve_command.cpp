@@ -40,15 +40,15 @@ TEST_CASE("parse_size: integers with decimal and binary units") {
   CHECK(parse_size("007") == 7);
   CHECK(parse_size("9223372036854775807") == 9223372036854775807);
   CHECK(parse_size("8589934591GiB") == 8589934591 * 1073741824LL);
-  for (const char* bad : {"", "B", "-1", "+1", "1.0", "1,000", "9223372036854775808",
-                          "8589934592GiB", "9223372036854775807B0", "1 GB", "1gb", "1TB",
-                          "99999999999999999999999999"})
+  for (const char* bad :
+       {"", "B", "-1", "+1", "1.0", "1,000", "9223372036854775808", "8589934592GiB",
+        "9223372036854775807B0", "1 GB", "1gb", "1TB", "99999999999999999999999999"})
     CHECK_THROWS_AS(parse_size(bad), usage_error);
 }
 
 TEST_CASE("parse_arguments: what each option becomes") {
-  const auto r = parse({"chain.json", "--budget", "4KiB", "--solver", "store-all", "--slots",
-                        "exact", "--json"});
+  const auto r = parse(
+      {"chain.json", "--budget", "4KiB", "--solver", "store-all", "--slots", "exact", "--json"});
   CHECK(r.what == command::solve);
   CHECK(r.chain_path == "chain.json");
   CHECK(r.budget == 4096);
@@ -109,11 +109,42 @@ TEST_CASE("run_solve: help, a result, and an error, on the given streams") {
 }
 
 TEST_CASE("run_solve: random argument lists answer 0, 1 or 2, and 2 leaves stdout empty") {
-  const std::vector<std::string> pool = {
-      tiny, "x.json", "--budget", "--budget=", "45MB", "0", "1", "40000000", "--solver",
-      "optimal", "store-all", "exhaustive", "nope", "optimal,store-all", ",", "--slots", "exact",
-      "7", "0", "--json", "--json=1", "--sweep", "--info", "--points", "--csv", "--plot", "--",
-      "-", "-h", "--he", "", "=", "--=", "9223372036854775807", "18446744073709551616GiB", "1KiB"};
+  const std::vector<std::string> pool = {tiny,
+                                         "x.json",
+                                         "--budget",
+                                         "--budget=",
+                                         "45MB",
+                                         "0",
+                                         "1",
+                                         "40000000",
+                                         "--solver",
+                                         "optimal",
+                                         "store-all",
+                                         "exhaustive",
+                                         "nope",
+                                         "optimal,store-all",
+                                         ",",
+                                         "--slots",
+                                         "exact",
+                                         "7",
+                                         "0",
+                                         "--json",
+                                         "--json=1",
+                                         "--sweep",
+                                         "--info",
+                                         "--points",
+                                         "--csv",
+                                         "--plot",
+                                         "--",
+                                         "-",
+                                         "-h",
+                                         "--he",
+                                         "",
+                                         "=",
+                                         "--=",
+                                         "9223372036854775807",
+                                         "18446744073709551616GiB",
+                                         "1KiB"};
   std::mt19937_64 rng(11);
   int answered[3] = {0, 0, 0};
   for (int n = 0; n < 3000; ++n) {
