@@ -178,7 +178,7 @@ TEST_CASE("property: exact units, every budget from the least feasible to store-
     }
   }
   CHECK(chains == 2000);
-  MESSAGE(budgets << " (chain, budget) pairs replayed");
+  CHECK(budgets > 40000);  // about 23 budgets a chain between the least and store-all's peak
 }
 
 // An independent transcription of MODEL.md (tests/support/reference_dp.hpp) agrees with the
@@ -203,8 +203,7 @@ TEST_CASE("property: the DP equals an independent transcription of MODEL.md") {
 
 // (c) Discretized into slots: every schedule fits the byte budget, predicts its makespan, is
 // no faster than the exact optimum (rounding up only removes schedules), and min_feasible_budget
-// is a budget where a schedule is found. (Feasibility need not be monotone in the budget once
-// the unit depends on it, so nothing is claimed below min_feasible_budget.)
+// is a budget where a schedule is found (the next test shows it is the least one).
 TEST_CASE("property: slots, larger sizes") {
   std::mt19937_64 rng(3);
   int feasible = 0;
@@ -243,6 +242,33 @@ TEST_CASE("property: slots, larger sizes") {
     }
   }
   CHECK(feasible > 2000);
+}
+
+// With slots, min_feasible_budget is exactly the least budget at which the solver finds a
+// schedule: a scan of every budget below it finds none (coarse slots included, where feasibility
+// is not monotone in the budget).
+TEST_CASE("property: slots, min_feasible_budget is the least feasible budget") {
+  std::mt19937_64 rng(11);
+  for (int n = 0; n < 300; ++n) {
+    const chain c = random_chain(rng, {1, 6, 60, true});
+    INFO(chain_text(c));
+    for (const size_type slots : {3, 7, 10, 25, 50}) {
+      CAPTURE(slots);
+      const solve_options o{.slots = slots};
+      const size_type least = remat::solve_optimal(c, 0, o).min_feasible_budget;
+      if (least == solve_result::no_budget) {
+        // Even one unit per nonzero size does not fit in `slots` units.
+        CHECK_FALSE(remat::solve_optimal(c, remat::max_size, o).feasible);
+        continue;
+      }
+      CHECK(remat::solve_optimal(c, least, o).feasible);
+      for (size_type b = 0; b < least; ++b) {
+        const remat::detail::discretization d = remat::detail::discretize(b, slots);
+        REQUIRE(remat::detail::persistent_min_budget(remat::detail::make_model(c, d.unit)) >
+                d.budget);
+      }
+    }
+  }
 }
 
 // Rounding sizes up and the budget down only removes schedules: with slots the makespan is never
