@@ -290,31 +290,40 @@ constexpr std::vector<op> optimal_ops(const model& md, const optimal_table& t, s
   throw_solver_error(text);
 }
 
-// The smallest byte budget at which the problem discretized into `slots` units is feasible, or
-// `no_budget`. Rounding up never lowers a requirement, so the exact minimum is a lower bound;
-// from there, doubling then bisection on the O(L^3) feasibility test. The result is always a
-// feasible budget; it is the least one wherever feasibility is monotone in the budget, which
-// rounding can break by a unit or so in rare cases.
+// The smallest byte budget at which the problem discretized into `slots` = N units is feasible,
+// or `no_budget`. Budgets in ((u-1)N, uN] all use the unit u (the first band, [0, N], unit 1),
+// and with unit u a budget B is feasible exactly when floor(B / u) >= Need(u), the least budget
+// in units of the chain rounded to u. Need(u) never increases with u (rounded sizes do not), so
+// the answer lies in the band of the least u with Need(u) <= N, found by bisection, at
+// max(band start, u * Need(u)). Exact: no monotonicity in B is assumed.
 constexpr size_type slots_min_budget(const chain& c, size_type slots,
                                      dp_branches branches = dp_branches::tape_and_checkpoint) {
-  auto feasible = [&](size_type b) {
-    const discretization d = discretize(b, slots);
-    const model md = make_model(c, d.unit);
-    const size_type need = persistent_min_budget(md, branches);
-    return need != unreachable && need <= d.budget;
+  auto need = [&](size_type unit) { return persistent_min_budget(make_model(c, unit), branches); };
+  auto fits = [&](size_type unit) {
+    const size_type n = need(unit);
+    return n != unreachable && n <= slots;
   };
-  size_type lo = persistent_min_budget(make_model(c, 1), branches) - 1;  // infeasible
-  size_type hi = lo + 1;
-  while (!feasible(hi)) {
-    if (hi >= max_size) return solve_result::no_budget;
-    lo = hi;
-    hi = hi > max_size / 2 ? max_size : hi * 2;
+  // Beyond the largest size every nonzero size is one unit: Need(u) no longer changes.
+  size_type largest = std::max(c.input_size, c.loss_overhead);
+  for (const stage& s : c.stages)
+    largest = std::max({largest, s.tape_size, s.forward_overhead, s.backward_overhead});
+  size_type hi = std::max<size_type>(1, largest);
+  if (!fits(hi)) return solve_result::no_budget;
+  // Need(u) * u >= Need(1), so no u below Need(1) / N can fit.
+  const size_type exact = need(1);
+  size_type lo = std::max<size_type>(1, exact / slots);
+  if (fits(lo)) {
+    hi = lo;
+  } else {
+    while (hi - lo > 1) {  // fits(hi), !fits(lo)
+      const size_type mid = lo + (hi - lo) / 2;
+      (fits(mid) ? hi : lo) = mid;
+    }
   }
-  while (hi - lo > 1) {
-    const size_type mid = lo + (hi - lo) / 2;
-    (feasible(mid) ? hi : lo) = mid;
-  }
-  return hi;
+  const size_type unit = hi;
+  if (unit > max_size / slots) return solve_result::no_budget;  // the band lies beyond 2^62
+  const size_type band_start = unit == 1 ? 0 : (unit - 1) * slots + 1;
+  return std::max(band_start, unit * need(unit));
 }
 
 // F_ck(0 .. L-1), loss, then F_all(i), B(i) for i = L-1 .. 0: every activation checkpointed,
