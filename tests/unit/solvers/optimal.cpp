@@ -234,6 +234,7 @@ TEST_CASE("property: slots, larger sizes") {
         continue;
       }
       ++feasible;
+      CHECK(r.min_feasible_budget <= b);
       const replay_result sim = remat::simulate(c, r.plan);
       REQUIRE(sim.valid());
       CHECK(sim.peak_memory <= b);
