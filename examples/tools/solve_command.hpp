@@ -47,10 +47,20 @@ struct solve_request {
 };
 
 inline std::string usage_text() {
-  std::string solvers;
-  for (const remat::solver s : all_solvers) {
-    if (!solvers.empty()) solvers += ", ";
-    solvers += name(s);
+  // The solver list grows with the library: wrap it under its option's description.
+  std::vector<std::string> words;
+  for (const remat::solver s : all_solvers)
+    words.push_back(std::string(name(s)) + (s == remat::solver::optimal ? " (default)," : ","));
+  words.back().pop_back();
+  std::string solvers = "  --solver NAME    one of:";
+  std::size_t line_length = solvers.size();
+  for (const std::string& word : words) {
+    if (line_length + 1 + word.size() > 90) {
+      solvers += "\n" + std::string(18, ' ');
+      line_length = 18;
+    }
+    solvers += " " + word;
+    line_length += 1 + word.size();
   }
   std::string text =
       "usage: remat-solve CHAIN.json --budget SIZE [--solver NAME] [--slots N|exact] [--json]\n"
@@ -64,7 +74,7 @@ inline std::string usage_text() {
       "  --budget SIZE    total memory for activations, tapes, gradients and overheads, the\n"
       "                   input included, in the chain's memory units: an integer with an\n"
       "                   optional unit B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (1024)\n";
-  text += "  --solver NAME    one of: " + solvers + " (default optimal)\n";
+  text += solvers + "\n";
   text += "  --slots N|exact  cut the budget into N slots and round sizes up to whole slots\n";
   text += "                   (default " + std::to_string(default_slots) +
           "); 'exact' uses the sizes as given\n";
