@@ -24,8 +24,7 @@ const remat::schedule& recomputing_schedule() {
   static const remat::schedule s = [] {
     const remat::chain c = uniform_chain();
     const remat::size_type store_all =
-        remat::solve(c, remat::max_size, {.solver = remat::solver::store_all})
-            .min_feasible_budget;
+        remat::solve(c, remat::max_size, {.solver = remat::solver::store_all}).min_feasible_budget;
     return remat::solve(c, store_all / 3).plan;
   }();
   return s;
@@ -46,9 +45,9 @@ struct empty_callbacks {
 
 void per_op(benchmark::State& state, std::size_t ops) {
   state.counters["ops"] = static_cast<double>(ops);
-  state.counters["per_op"] = benchmark::Counter(
-      static_cast<double>(ops), benchmark::Counter::kIsIterationInvariantRate |
-                                    benchmark::Counter::kInvert);
+  state.counters["per_op"] =
+      benchmark::Counter(static_cast<double>(ops), benchmark::Counter::kIsIterationInvariantRate |
+                                                       benchmark::Counter::kInvert);
 }
 
 void run(benchmark::State& state, remat::host_executor_options options) {
@@ -59,11 +58,15 @@ void run(benchmark::State& state, remat::host_executor_options options) {
   per_op(state, s.ops.size());
 }
 
-void BM_host_executor_empty_callbacks(benchmark::State& state) { run(state, {}); }
+void BM_host_executor_empty_callbacks(benchmark::State& state) {
+  run(state, {});
+}
 BENCHMARK(BM_host_executor_empty_callbacks);
 
 // Poisoning writes every freed byte: here 256-512 bytes per buffer.
-void BM_host_executor_poison(benchmark::State& state) { run(state, {.poison = true}); }
+void BM_host_executor_poison(benchmark::State& state) {
+  run(state, {.poison = true});
+}
 BENCHMARK(BM_host_executor_poison);
 
 // The debug mode: a heap allocation and a free per buffer.

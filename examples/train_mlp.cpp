@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <random>
 #include <span>
 #include <type_traits>
@@ -43,7 +44,7 @@ class mlp {
       dw_.emplace_back(in * out, 0.0f);
       db_.emplace_back(out, 0.0f);
     }
-    target_.resize(static_cast<std::size_t>(batch_ * width_.back()));
+    target_.resize(rows() * n(width_.size() - 1));
   }
 
   // The task: output sin of the first inputs of each row.
@@ -104,7 +105,8 @@ class mlp {
     for (std::size_t r = 0; r < rows(); ++r) {
       for (std::size_t i = 0; i < n(k); ++i) {
         float acc = 0.0f;
-        for (std::size_t o = 0; o < n(k + 1); ++o) acc += dz[r * n(k + 1) + o] * w_[k][o * n(k) + i];
+        for (std::size_t o = 0; o < n(k + 1); ++o)
+          acc += dz[r * n(k + 1) + o] * w_[k][o * n(k) + i];
         gin[r * n(k) + i] = acc;
       }
       for (std::size_t o = 0; o < n(k + 1); ++o) {
@@ -129,8 +131,10 @@ class mlp {
 
   void step(float rate) {
     for (std::size_t k = 0; k < w_.size(); ++k) {
-      for (std::size_t i = 0; i < w_[k].size(); ++i) w_[k][i] -= rate * std::exchange(dw_[k][i], 0.0f);
-      for (std::size_t i = 0; i < b_[k].size(); ++i) b_[k][i] -= rate * std::exchange(db_[k][i], 0.0f);
+      for (std::size_t i = 0; i < w_[k].size(); ++i)
+        w_[k][i] -= rate * std::exchange(dw_[k][i], 0.0f);
+      for (std::size_t i = 0; i < b_[k].size(); ++i)
+        b_[k][i] -= rate * std::exchange(db_[k][i], 0.0f);
     }
   }
 
@@ -180,17 +184,16 @@ bool train(remat::size_type budget, int steps, mlp& net) {
     if (s == 0) first_loss = net.last_loss();
   }
   const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
-  std::printf("%9lld bytes: arena %7lld (lower bound %7lld, x%.3f), %3zu ops, %6.2f ms/step, "
-              "loss %.4f -> %.4f\n",
-              static_cast<long long>(budget), static_cast<long long>(p.memory.arena_bytes),
-              static_cast<long long>(p.memory.lower_bound), p.memory.ratio(),
-              p.solution.plan.ops.size(), took.count() / steps, first_loss, net.last_loss());
+  std::printf(
+      "%9lld bytes: arena %7lld (lower bound %7lld, x%.3f), %3zu ops, %6.2f ms/step, "
+      "loss %.4f -> %.4f\n",
+      static_cast<long long>(budget), static_cast<long long>(p.memory.arena_bytes),
+      static_cast<long long>(p.memory.lower_bound), p.memory.ratio(), p.solution.plan.ops.size(),
+      took.count() / steps, first_loss, net.last_loss());
   return true;
 }
 
-}  // namespace
-
-int main() {
+int train_under_budgets() {
   const std::vector<int> widths = {32, 64, 48, 64, 32, 64, 48, 64, 32, 64, 48, 32, 8};
   constexpr int batch = 16, steps = 20;
   mlp reference(batch, widths);
@@ -199,9 +202,10 @@ int main() {
       remat::solve(chain, remat::max_size, {.solver = remat::solver::store_all})
           .min_feasible_budget;
   const remat::size_type least = remat::solve(chain, store_all).min_feasible_budget;
-  std::printf("%zu layers: store-all needs %lld bytes of activations, the least any schedule "
-              "needs is %lld\n",
-              widths.size() - 1, static_cast<long long>(store_all), static_cast<long long>(least));
+  std::printf(
+      "%zu layers: store-all needs %lld bytes of activations, the least any schedule "
+      "needs is %lld\n",
+      widths.size() - 1, static_cast<long long>(store_all), static_cast<long long>(least));
   train(store_all + 4096, steps, reference);
   int identical = 0, runs = 0;
   for (const remat::size_type budget : {store_all * 3 / 4, store_all / 2, least + least / 10}) {
@@ -213,4 +217,15 @@ int main() {
   std::printf("weights after %d steps identical to store-all's in %d of %d budgets\n", steps,
               identical, runs);
   return identical == runs ? 0 : 1;
+}
+
+}  // namespace
+
+int main() {
+  try {
+    return train_under_budgets();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
 }

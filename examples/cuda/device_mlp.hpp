@@ -52,6 +52,9 @@ class device_mlp {
     memory_ = static_cast<float*>(p);
     REMAT_CUDA_CHECK(
         cudaMemcpy(memory_, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    // A copy from pageable memory may still be in flight on return, and the user's stream may
+    // be non-blocking: wait, so that no kernel reads the parameters before they arrive.
+    REMAT_CUDA_CHECK(cudaDeviceSynchronize());
   }
   device_mlp(const device_mlp&) = delete;
   device_mlp& operator=(const device_mlp&) = delete;
@@ -134,8 +137,7 @@ class device_mlp {
   /// The loss of the last run (waits for the stream).
   [[nodiscard]] float last_loss(cudaStream_t stream) const {
     float v = 0;
-    REMAT_CUDA_CHECK(
-        cudaMemcpyAsync(&v, loss_value(), sizeof v, cudaMemcpyDeviceToHost, stream));
+    REMAT_CUDA_CHECK(cudaMemcpyAsync(&v, loss_value(), sizeof v, cudaMemcpyDeviceToHost, stream));
     REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
     return v;
   }

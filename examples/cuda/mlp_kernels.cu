@@ -4,10 +4,12 @@ namespace mlp_kernels {
 namespace {
 
 constexpr int threads = 256;
-int blocks(int n) { return (n + threads - 1) / threads; }
+int blocks(int n) {
+  return (n + threads - 1) / threads;
+}
 
-__global__ void affine_kernel(const float* in, const float* w, const float* b, float* z,
-                              int batch, int n_in, int n_out) {
+__global__ void affine_kernel(const float* in, const float* w, const float* b, float* z, int batch,
+                              int n_in, int n_out) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= batch * n_out) return;
   const int r = t / n_out, o = t % n_out;

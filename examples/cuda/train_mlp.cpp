@@ -32,10 +32,14 @@ settings parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int value = std::atoi(argv[i + 1]);
-    if (flag == "--layers") s.layers = value;
-    else if (flag == "--width") s.width = value;
-    else if (flag == "--batch") s.batch = value;
-    else if (flag == "--steps") s.steps = value;
+    if (flag == "--layers")
+      s.layers = value;
+    else if (flag == "--width")
+      s.width = value;
+    else if (flag == "--batch")
+      s.batch = value;
+    else if (flag == "--steps")
+      s.steps = value;
   }
   return s;
 }
@@ -103,7 +107,7 @@ int main(int argc, char** argv) {
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::vector<std::vector<float>> batches(static_cast<std::size_t>(s.steps) + 1);
     for (auto& x : batches) {
-      x.resize(static_cast<std::size_t>(s.batch * s.width));
+      x.resize(static_cast<std::size_t>(s.batch) * static_cast<std::size_t>(s.width));
       for (float& v : x) v = normal(rng);
     }
     cudaStream_t stream = nullptr;

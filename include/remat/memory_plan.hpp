@@ -117,7 +117,9 @@ inline std::string to_string(const buffer& b, std::size_t id) {
 
 namespace detail {
 
-constexpr bool is_power_of_two(size_type v) noexcept { return v > 0 && (v & (v - 1)) == 0; }
+constexpr bool is_power_of_two(size_type v) noexcept {
+  return v > 0 && (v & (v - 1)) == 0;
+}
 
 constexpr size_type align_up(size_type v, size_type alignment) noexcept {
   return (v + alignment - 1) / alignment * alignment;
@@ -226,8 +228,7 @@ struct make_memory_plan_fn {
                                   std::to_string(options.alignment) + ")");
     const replay_result r = replay(c, ops);
     if (!r.valid())
-      throw std::invalid_argument("make_memory_plan: the schedule is invalid: " +
-                                  describe(r, ops));
+      throw std::invalid_argument("make_memory_plan: the schedule is invalid: " + describe(r, ops));
     memory_plan m = buffer_lifetimes(c, ops);
     m.alignment = options.alignment;
     m.lower_bound = r.peak_memory;

@@ -31,19 +31,19 @@ struct basic_forward_call {
 template <class Bytes, class ConstBytes>
 struct basic_backward_call {
   std::int32_t stage = 0;
-  ConstBytes input;        ///< a_k
-  Bytes output;            ///< a_{k+1}, as recorded at the start of the tape t_{k+1}
-  Bytes saved;             ///< the rest of the tape t_{k+1}
-  Bytes output_gradient;   ///< g_{k+1}
-  Bytes input_gradient;    ///< g_k, to write
-  Bytes workspace;         ///< backward_overhead bytes
+  ConstBytes input;       ///< a_k
+  Bytes output;           ///< a_{k+1}, as recorded at the start of the tape t_{k+1}
+  Bytes saved;            ///< the rest of the tape t_{k+1}
+  Bytes output_gradient;  ///< g_{k+1}
+  Bytes input_gradient;   ///< g_k, to write
+  Bytes workspace;        ///< backward_overhead bytes
 };
 
 template <class Bytes, class ConstBytes>
 struct basic_loss_call {
-  ConstBytes input;       ///< a_L
-  Bytes input_gradient;   ///< g_L, to write
-  Bytes workspace;        ///< loss_overhead bytes
+  ConstBytes input;      ///< a_L
+  Bytes input_gradient;  ///< g_L, to write
+  Bytes workspace;       ///< loss_overhead bytes
 };
 
 }  // namespace remat

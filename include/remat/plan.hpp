@@ -20,18 +20,18 @@
 namespace remat {
 
 struct plan_options {
-  solve_options solve{};                 ///< which solver, how many slots
+  solve_options solve{};                                  ///< which solver, how many slots
   size_type alignment = memory_plan_options{}.alignment;  ///< see memory_plan_options
 };
 
 struct plan_result {
   /// True when `memory.arena_bytes <= budget`; then `solution` is the schedule that runs.
   bool feasible = false;
-  size_type budget = 0;    ///< the user's budget
-  solve_result solution;   ///< the last solve; `solution.budget` is what the solver was given
-  memory_plan memory;      ///< the placed buffers of `solution.plan` (empty when infeasible)
-  int attempts = 0;        ///< solves made
-  std::string reason;      ///< why nothing fits, when nothing does
+  size_type budget = 0;   ///< the user's budget
+  solve_result solution;  ///< the last solve; `solution.budget` is what the solver was given
+  memory_plan memory;     ///< the placed buffers of `solution.plan` (empty when infeasible)
+  int attempts = 0;       ///< solves made
+  std::string reason;     ///< why nothing fits, when nothing does
 };
 
 namespace detail {

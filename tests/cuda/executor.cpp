@@ -13,6 +13,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -55,22 +56,42 @@ void* counted(std::size_t n, std::size_t alignment) {
 }  // namespace
 
 // Array forms too: a sanitizer's runtime does not forward them to the scalar ones.
-void* operator new(std::size_t n) { return counted(n, 0); }
-void* operator new[](std::size_t n) { return counted(n, 0); }
+void* operator new(std::size_t n) {
+  return counted(n, 0);
+}
+void* operator new[](std::size_t n) {
+  return counted(n, 0);
+}
 void* operator new(std::size_t n, std::align_val_t a) {
   return counted(n, static_cast<std::size_t>(a));
 }
 void* operator new[](std::size_t n, std::align_val_t a) {
   return counted(n, static_cast<std::size_t>(a));
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
 
 namespace {
 
@@ -90,7 +111,8 @@ void error_type() {
   try {
     REMAT_CUDA_CHECK(cudaErrorMemoryAllocation);
   } catch (const remat::cuda_error& err) {
-    thrown = err.status() == cudaErrorMemoryAllocation && err.call() == "cudaErrorMemoryAllocation" &&
+    thrown = err.status() == cudaErrorMemoryAllocation &&
+             err.call() == "cudaErrorMemoryAllocation" &&
              err.place().find("executor.cpp:") != std::string::npos;
   }
   EXPECT(thrown);
@@ -98,9 +120,9 @@ void error_type() {
 }
 
 remat::memory_plan store_all_plan(const remat::chain& c) {
-  const remat::plan_result p =
-      remat::plan(c, remat::max_size, {.solve = {.solver = remat::solver::store_all},
-                                       .alignment = remat::cuda::arena_alignment});
+  const remat::plan_result p = remat::plan(
+      c, remat::max_size,
+      {.solve = {.solver = remat::solver::store_all}, .alignment = remat::cuda::arena_alignment});
   if (!p.feasible) throw std::logic_error("store-all does not fit an unlimited budget");
   return p.memory;
 }
@@ -152,7 +174,7 @@ bool identical(const outcome& a, const outcome& b) {
          std::memcmp(a.parameters_and_gradients.data(), b.parameters_and_gradients.data(),
                      a.parameters_and_gradients.size() * sizeof(float)) == 0 &&
          a.input_gradient == b.input_gradient &&
-         std::memcmp(&a.loss, &b.loss, sizeof a.loss) == 0;
+         std::bit_cast<std::uint32_t>(a.loss) == std::bit_cast<std::uint32_t>(b.loss);
 }
 
 void gradients_match_store_all(const std::vector<int>& widths, cudaStream_t stream) {
@@ -198,9 +220,10 @@ void gradients_match_store_all(const std::vector<int>& widths, cudaStream_t stre
       }
     }
   }
-  std::printf("  %zu stages: %d schedules (%d with recomputation) x 3 modes bit-identical to "
-              "store-all\n",
-              c.length(), schedules, recomputing);
+  std::printf(
+      "  %zu stages: %d schedules (%d with recomputation) x 3 modes bit-identical to "
+      "store-all\n",
+      c.length(), schedules, recomputing);
   EXPECT(schedules >= 6);
   EXPECT(recomputing >= 3);
 }
@@ -211,8 +234,7 @@ void memory_is_the_arena(cudaStream_t stream) {
   constexpr int big_batch = 512;
   const remat::chain c = device_mlp::chain_of(big_batch, widths);
   const size_type top = store_all_plan(c).lower_bound;
-  const remat::plan_result p =
-      remat::plan(c, top / 2, {.alignment = remat::cuda::arena_alignment});
+  const remat::plan_result p = remat::plan(c, top / 2, {.alignment = remat::cuda::arena_alignment});
   EXPECT(p.feasible);
   if (!p.feasible) return;
   device_mlp net(big_batch, widths, 3);
@@ -227,10 +249,11 @@ void memory_is_the_arena(cudaStream_t stream) {
     REMAT_CUDA_CHECK(cudaMemGetInfo(&free_built, &total));
     const auto taken = static_cast<size_type>(free_before - free_built);
     const size_type arena = p.memory.arena_bytes;
-    std::printf("  arena %lld bytes (lower bound %lld, ratio %.4f); device memory taken by the "
-                "executor: %lld bytes\n",
-                static_cast<long long>(arena), static_cast<long long>(p.memory.lower_bound),
-                p.memory.ratio(), static_cast<long long>(taken));
+    std::printf(
+        "  arena %lld bytes (lower bound %lld, ratio %.4f); device memory taken by the "
+        "executor: %lld bytes\n",
+        static_cast<long long>(arena), static_cast<long long>(p.memory.lower_bound),
+        p.memory.ratio(), static_cast<long long>(taken));
     EXPECT(ex.arena().size == static_cast<std::size_t>(arena));
     EXPECT(taken >= arena);
     EXPECT(taken <= arena + (size_type{2} << 20));  // the driver's page rounding, no more
@@ -333,24 +356,25 @@ int no_device(cudaError_t why) {
   }
   EXPECT(caught);
   if (failures > 0) return 1;
-  std::printf("SKIP: no CUDA device (%s): %d checks of the error type passed, the GPU tests were "
-              "not run\n",
-              cudaGetErrorName(why), checks);
+  std::printf(
+      "SKIP: no CUDA device (%s): %d checks of the error type passed, the GPU tests were "
+      "not run\n",
+      cudaGetErrorName(why), checks);
   return 77;
 }
 
 }  // namespace
 
 int main() {
-  error_type();
-  int devices = 0;
-  const cudaError_t found = cudaGetDeviceCount(&devices);
-  if (found != cudaSuccess || devices == 0)
-    return no_device(found != cudaSuccess ? found : cudaErrorNoDevice);
-  cudaDeviceProp prop{};
-  REMAT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device 0: %s\n", prop.name);
   try {
+    error_type();
+    int devices = 0;
+    const cudaError_t found = cudaGetDeviceCount(&devices);
+    if (found != cudaSuccess || devices == 0)
+      return no_device(found != cudaSuccess ? found : cudaErrorNoDevice);
+    cudaDeviceProp prop{};
+    REMAT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device 0: %s\n", prop.name);
     cudaStream_t stream = nullptr;
     REMAT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     std::printf("gradients against store-all\n");

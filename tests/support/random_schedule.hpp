@@ -43,14 +43,19 @@ inline std::optional<std::vector<op>> random_schedule(const chain& c, std::mt199
     }
     if ((a[at(L)] || t[at(L)]) && !g[at(L)] && !done[at(L)])
       for (int w = 0; w < backward_weight; ++w) choices.push_back(loss_op(L));
-    const op o =
-        choices[std::uniform_int_distribution<std::size_t>(0, choices.size() - 1)(rng)];
+    const op o = choices[std::uniform_int_distribution<std::size_t>(0, choices.size() - 1)(rng)];
     const std::int32_t k = o.stage;
     switch (o.kind) {
-      case op_kind::forward_none: a[at(k + 1)] = 1; a[at(k)] = 0; break;
+      case op_kind::forward_none:
+        a[at(k + 1)] = 1;
+        a[at(k)] = 0;
+        break;
       case op_kind::forward_checkpoint: a[at(k + 1)] = 1; break;
       case op_kind::forward_all: t[at(k + 1)] = 1; break;
-      case op_kind::loss: g[at(L)] = done[at(L)] = 1; a[at(L)] = 0; break;
+      case op_kind::loss:
+        g[at(L)] = done[at(L)] = 1;
+        a[at(L)] = 0;
+        break;
       case op_kind::backward:
         g[at(k)] = done[at(k)] = 1;
         g[at(k + 1)] = t[at(k + 1)] = a[at(k)] = 0;

@@ -37,22 +37,42 @@ void* counted(std::size_t n, std::size_t alignment) {
 }  // namespace
 
 // Array forms too: a sanitizer's runtime does not forward them to the scalar ones.
-void* operator new(std::size_t n) { return counted(n, 0); }
-void* operator new[](std::size_t n) { return counted(n, 0); }
+void* operator new(std::size_t n) {
+  return counted(n, 0);
+}
+void* operator new[](std::size_t n) {
+  return counted(n, 0);
+}
 void* operator new(std::size_t n, std::align_val_t a) {
   return counted(n, static_cast<std::size_t>(a));
 }
 void* operator new[](std::size_t n, std::align_val_t a) {
   return counted(n, static_cast<std::size_t>(a));
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
 
 namespace {
 
@@ -87,7 +107,7 @@ struct mlp {
       dw.emplace_back(in * out, 0.0f);
       db.emplace_back(out, 0.0f);
     }
-    target.resize(static_cast<std::size_t>(batch * width.back()));
+    target.resize(static_cast<std::size_t>(batch) * static_cast<std::size_t>(width.back()));
     for (float& v : target) v = normal(rng);
   }
 
@@ -146,7 +166,8 @@ struct mlp {
       }
       for (std::size_t o = 0; o < n_out; ++o) {
         db[k][o] += dz[r * n_out + o];
-        for (std::size_t i = 0; i < n_in; ++i) dw[k][o * n_in + i] += dz[r * n_out + o] * in[r * n_in + i];
+        for (std::size_t i = 0; i < n_in; ++i)
+          dw[k][o * n_in + i] += dz[r * n_out + o] * in[r * n_in + i];
       }
     }
   }
@@ -342,7 +363,9 @@ struct hash_result {
 
 hash_result reference(const remat::chain& c, std::span<const std::byte> input) {
   const std::size_t L = c.length();
-  auto x = [&](std::size_t k) { return static_cast<std::size_t>(k == 0 ? c.input_size : c.stages[k - 1].output_size); };
+  auto x = [&](std::size_t k) {
+    return static_cast<std::size_t>(k == 0 ? c.input_size : c.stages[k - 1].output_size);
+  };
   std::vector<std::vector<std::byte>> a(L + 1), saved(L + 1), g(L + 1);
   a[0].assign(input.begin(), input.end());
   for (std::size_t k = 0; k < L; ++k) {
@@ -520,10 +543,10 @@ TEST_CASE("a schedule that runs the loss or a backward twice is refused") {
   c.input_size = 8;
   c.stages.assign(3, remat::stage{1, 1, 8, 8, 0, 0});
   // Valid in the model (g_3, t_3 and g_2 are made again), but gradients would accumulate twice.
-  const std::vector<remat::op> ops = {
-      remat::f_all(0), remat::f_all(1),   remat::f_all(2),    remat::loss_op(3),
-      remat::backward(2), remat::backward(1), remat::f_all(1), remat::f_all(2),
-      remat::loss_op(3), remat::backward(2), remat::backward(0)};
+  const std::vector<remat::op> ops = {remat::f_all(0),    remat::f_all(1),    remat::f_all(2),
+                                      remat::loss_op(3),  remat::backward(2), remat::backward(1),
+                                      remat::f_all(1),    remat::f_all(2),    remat::loss_op(3),
+                                      remat::backward(2), remat::backward(0)};
   REQUIRE(remat::simulate(c, std::span<const remat::op>(ops)).valid());
   CHECK_THROWS_WITH_AS(
       remat::host_executor{remat::make_memory_plan(c, std::span<const remat::op>(ops))},

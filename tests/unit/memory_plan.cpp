@@ -51,8 +51,8 @@ void require_sound(const remat::chain& c, const std::vector<op>& ops, const memo
     for (std::size_t j = i + 1; j < m.buffers.size(); ++j) {
       const remat::buffer& b = m.buffers[j];
       const bool same_time = a.first_op <= b.last_op && b.first_op <= a.last_op;
-      const bool same_space = a.size > 0 && b.size > 0 && a.offset < b.offset + b.size &&
-                              b.offset < a.offset + a.size;
+      const bool same_space =
+          a.size > 0 && b.size > 0 && a.offset < b.offset + b.size && b.offset < a.offset + a.size;
       overlaps += same_time && same_space;
     }
   }
@@ -116,10 +116,9 @@ TEST_CASE("a recomputed activation is a new buffer each time") {
   c.input_size = 4;
   c.stages.assign(3, remat::stage{1, 1, 4, 8, 0, 0});
   // a_1 is computed by op 0, dropped by F_none(1), and computed again by op 5.
-  const std::vector<op> ops = {remat::f_ck(0),    remat::f_none(1),   remat::f_all(2),
-                               remat::loss_op(3), remat::backward(2), remat::f_ck(0),
-                               remat::f_all(1),   remat::backward(1), remat::f_all(0),
-                               remat::backward(0)};
+  const std::vector<op> ops = {
+      remat::f_ck(0), remat::f_none(1), remat::f_all(2),    remat::loss_op(3), remat::backward(2),
+      remat::f_ck(0), remat::f_all(1),  remat::backward(1), remat::f_all(0),   remat::backward(0)};
   const memory_plan m = remat::make_memory_plan(c, std::span<const op>(ops));
   require_sound(c, ops, m);
   int a1 = 0, t1 = 0;
@@ -184,7 +183,8 @@ TEST_CASE("every placement order alone gives a sound plan; the plan keeps the sm
       for (std::size_t i = 0; i < alone.buffers.size(); ++i) alone.buffers[i].offset = p.offsets[i];
       alone.arena_bytes = p.arena;
       INFO(remat::detail::name(order));
-      REQUIRE_MESSAGE(remat::check_memory_plan(alone).ok(), remat::check_memory_plan(alone).problem);
+      REQUIRE_MESSAGE(remat::check_memory_plan(alone).ok(),
+                      remat::check_memory_plan(alone).problem);
       CHECK(m.arena_bytes <= p.arena);
     }
   }

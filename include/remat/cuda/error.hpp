@@ -46,7 +46,8 @@ namespace detail {
 
 // The place is built only on failure.
 inline void check_cuda(cudaError_t status, const char* call, const char* file, int line) {
-  if (status != cudaSuccess) throw_cuda_error(status, call, std::string(file) + ":" + std::to_string(line));
+  if (status != cudaSuccess)
+    throw_cuda_error(status, call, std::string(file) + ":" + std::to_string(line));
 }
 
 }  // namespace detail

@@ -3,9 +3,9 @@
 //   remat::plan_result p = remat::plan(chain, budget, {.alignment = remat::cuda::arena_alignment});
 //   remat::cuda::executor ex(p.memory, stream);      // the only allocation: the arena
 //   cudaMemcpyAsync(ex.input().data, x, ex.input().size, cudaMemcpyDefault, stream);
-//   ex.run(net);      // net.forward(call, stream), net.backward(call, stream), net.loss(call, stream)
-//   ex.capture(net);  // or record the whole schedule once as a CUDA graph ...
-//   ex.replay();      // ... and launch it again and again
+//   ex.run(net);      // net.forward(call, stream), net.backward(call, stream), net.loss(call,
+//   stream) ex.capture(net);  // or record the whole schedule once as a CUDA graph ... ex.replay();
+//   // ... and launch it again and again
 //
 // Needs only the CUDA runtime's host API (a plain C++ compiler builds it; link CUDA::cudart, or
 // the `remat::cuda` CMake target). The callbacks enqueue work on the stream they are given and
@@ -77,7 +77,9 @@ class executor {
   /// `plan.arena_bytes` bytes with cudaMalloc. `stream` is used by every later call; it must be
   /// a created stream (not the legacy default stream) for `capture`.
   executor(memory_plan plan, cudaStream_t stream, executor_options options = {})
-      : plan_(std::move(plan)), program_(detail::make_program(plan_)), stream_(stream),
+      : plan_(std::move(plan)),
+        program_(detail::make_program(plan_)),
+        stream_(stream),
         options_(options) {
     if (plan_.arena_bytes > 0) {
       void* p = nullptr;
@@ -205,10 +207,10 @@ class executor {
                     stream_);
           break;
         case op_kind::backward:
-          c.backward(backward_call{s.stage, const_bytes(s.input), bytes(s.output), bytes(s.saved),
-                                   bytes(s.output_gradient), bytes(s.input_gradient),
-                                   bytes(s.workspace)},
-                     stream_);
+          c.backward(
+              backward_call{s.stage, const_bytes(s.input), bytes(s.output), bytes(s.saved),
+                            bytes(s.output_gradient), bytes(s.input_gradient), bytes(s.workspace)},
+              stream_);
           break;
         case op_kind::loss:
           c.loss(loss_call{const_bytes(s.input), bytes(s.input_gradient), bytes(s.workspace)},

@@ -120,9 +120,9 @@ constexpr placement best_fit(std::span<const lifetime> buffers, fit_order o) {
     if (best < 0) best = end_so_far;
     out.offsets[i] = best;
     out.arena = std::max(out.arena, best + b.size);
-    const auto at = std::upper_bound(
-        by_offset.begin(), by_offset.end(), best,
-        [&](size_type offset, std::size_t p) { return offset < out.offsets[p]; });
+    const auto at =
+        std::upper_bound(by_offset.begin(), by_offset.end(), best,
+                         [&](size_type offset, std::size_t p) { return offset < out.offsets[p]; });
     by_offset.insert(at, i);
   }
   return out;

@@ -37,7 +37,7 @@ struct program {
   std::vector<std::size_t> created_begin;  //   are created[created_begin[i] .. [i+1])
   std::vector<buffer_id> dropped;          // buffers dropped after step i (none after the last)
   std::vector<std::size_t> dropped_begin;
-  buffer_id input_gradient = no_buffer;    // g_0
+  buffer_id input_gradient = no_buffer;  // g_0
 };
 
 inline program make_program(const memory_plan& m) {
