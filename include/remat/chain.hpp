@@ -107,9 +107,12 @@ constexpr void add_checked(size_type& total, size_type v, std::size_t stage_inde
 
 /// Checks every value of `c` against the model; throws `chain_error` naming the first bad one.
 /// The checks: at least one stage; times finite and >= 0; sizes >= 0 and <= 2^62;
-/// tape_size >= output_size; and the chain's total memory (input, every output twice for the
+/// tape_size >= output_size; the chain's total memory (input, every output twice for the
 /// activation and its gradient, every tape, the largest overhead) fits in a signed 64-bit integer,
-/// so that no memory figure a solver or the simulator computes can overflow.
+/// so that no memory figure a solver or the simulator computes can overflow; and
+/// (L + 1) * sum(forward_time) + sum(backward_time) + loss is finite, a bound on the time of any
+/// schedule a solver returns (no stage is run forward more than L + 1 times by a persistent
+/// schedule), so no makespan overflows a double.
 constexpr void validate(const chain& c) {
   using detail::throw_chain_error;
   if (c.stages.empty()) throw_chain_error(chain_error::no_stage, "stages", "must not be empty");
@@ -138,6 +141,16 @@ constexpr void validate(const chain& c) {
     largest_overhead = std::max({largest_overhead, s.forward_overhead, s.backward_overhead});
   }
   detail::add_checked(total, largest_overhead, chain_error::no_stage, "overheads");
+
+  const auto repeats = static_cast<double>(c.stages.size() + 1);
+  double time = c.loss_time;
+  for (std::size_t k = 0; k < c.stages.size(); ++k) {
+    time += repeats * c.stages[k].forward_time + c.stages[k].backward_time;
+    if (!(time - time == 0))
+      throw_chain_error(k, "forward_time",
+                        "the chain's times are too large: (L + 1) x the forward times plus the "
+                        "backward times overflows a double");
+  }
 }
 
 /// Copies any `chain_like` into a `chain`, checking every value (see `validate`).

@@ -20,7 +20,8 @@ namespace remat {
 /// Why an op cannot run.
 enum class replay_error : std::uint8_t {
   none,                 ///< the schedule is valid
-  bad_stage,            ///< the op's stage index is outside 0..L-1
+  bad_kind,             ///< the op's kind is none of the five of MODEL.md
+  bad_stage,            ///< the op's stage index is outside 0..L-1 (or, for loss, is not L)
   input_missing,        ///< a forward or the loss finds neither a_k nor t_k held
   output_already_held,  ///< the op's output is already held
   gradient_missing,     ///< B(k) finds no g_{k+1}
@@ -86,7 +87,9 @@ constexpr replay_result replay(const chain& c, std::span<const op> ops) {
     if (g[0]) return fail(i, replay_error::after_end, {'g', 0});
     double time = 0;
     size_type peak = 0;
+    if (o.kind > op_kind::backward) return fail(i, replay_error::bad_kind, {'a', o.stage});
     if (o.kind == op_kind::loss) {
+      if (o.stage != L) return fail(i, replay_error::bad_stage, {'a', o.stage});
       if (!a[idx(L)] && !t[idx(L)]) return fail(i, replay_error::input_missing, {'a', L});
       if (g[idx(L)]) return fail(i, replay_error::output_already_held, {'g', L});
       g[idx(L)] = 1;
@@ -173,10 +176,17 @@ inline std::string describe(const replay_result& r, std::span<const op> ops) {
   if (r.first_invalid < ops.size()) where += " (" + to_string(ops[r.first_invalid]) + ")";
   switch (r.error) {
     case replay_error::none: return "valid";
+    case replay_error::bad_kind:
+      return "op " + std::to_string(r.first_invalid) + ": its kind (" +
+             std::to_string(static_cast<int>(ops[r.first_invalid].kind)) + ") is not an operation";
     case replay_error::bad_stage:
+      if (ops[r.first_invalid].kind == op_kind::loss)
+        return where + ": the loss carries stage " + std::to_string(r.tensor.index) +
+               ", not the chain length";
       return where + ": stage " + std::to_string(r.tensor.index) + " is outside the chain";
     case replay_error::input_missing:
-      return where + ": needs " + tensor + " (or its tape), which is not held";
+      return where + ": needs " + tensor + (r.tensor.index > 0 ? " (or its tape)" : "") +
+             ", which is not held";
     case replay_error::output_already_held:
       return where + ": its output " + tensor + " is already held";
     case replay_error::gradient_missing:

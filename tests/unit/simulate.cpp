@@ -132,6 +132,16 @@ TEST_CASE("bad_stage: a stage outside 0..L-1") {
   check_invalid({f_all(0), f_all(1), f_all(2), loss, backward(3)}, replay_error::bad_stage, 4,
                 {'a', 3});
   check_invalid({backward(-2)}, replay_error::bad_stage, 0, {'a', -2});
+  // The loss carries the chain length, as every solver writes it.
+  check_invalid({f_all(0), f_all(1), f_all(2), remat::loss_op(2)}, replay_error::bad_stage, 3,
+                {'a', 2});
+}
+
+TEST_CASE("bad_kind: an op kind outside the five of MODEL.md") {
+  const op bogus{static_cast<remat::op_kind>(9), 0};
+  check_invalid({f_all(0), bogus}, replay_error::bad_kind, 1, {'a', 0});
+  const std::vector<op> ops = {bogus};
+  CHECK(remat::describe(run(ops), ops) == "op 0: its kind (9) is not an operation");
 }
 
 TEST_CASE("input_missing: forward, loss and backward") {
@@ -199,6 +209,9 @@ TEST_CASE("describe") {
   auto text = [](const std::vector<op>& ops) { return remat::describe(run(ops), ops); };
   CHECK(text(store_all) == "valid");
   CHECK(text({f_ck(3)}) == "op 0 (F_ck(3)): stage 3 is outside the chain");
+  CHECK(text({f_all(0), f_all(1), f_all(2), remat::loss_op(5)}) ==
+        "op 3 (loss): the loss carries stage 5, not the chain length");
+  CHECK(text({f_none(0), f_none(0)}) == "op 1 (F_none(0)): needs a_0, which is not held");
   CHECK(text({f_ck(0), f_none(1), f_all(2), f_none(2), loss, backward(2)}) ==
         "op 5 (B(2)): needs a_2 (or its tape), which is not held");
   CHECK(text({loss}) == "op 0 (loss): needs a_3 (or its tape), which is not held");
