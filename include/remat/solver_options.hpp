@@ -68,8 +68,12 @@ struct solve_options {
   /// whole units; `exact_units` uses the sizes as given. The other solvers always use the sizes
   /// as given.
   size_type slots = default_slots;
-  /// The optimal DP refuses to allocate tables larger than this (bytes).
-  std::size_t max_table_bytes = std::size_t{4} << 30;
+  /// The DP solvers (`optimal`, `checkpoint-only`) refuse tables larger than this (bytes),
+  /// before allocating them; unset: half the physical memory (4 GiB where it cannot be read).
+  std::optional<std::size_t> max_table_bytes = std::nullopt;
+  /// Threads filling the DP table (`optimal`, `checkpoint-only`); 0: one per hardware thread.
+  /// The result does not depend on it.
+  unsigned threads = 1;
 };
 
 /// What a solver found for one budget.

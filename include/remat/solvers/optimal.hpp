@@ -11,6 +11,8 @@
 #include <remat/concepts.hpp>
 #include <remat/detail/discretize.hpp>
 #include <remat/detail/model.hpp>
+#include <remat/detail/optimal_fast.hpp>
+#include <remat/detail/persistent_dp.hpp>
 #include <remat/detail/verify.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
@@ -29,121 +31,6 @@
 namespace remat {
 namespace detail {
 
-inline constexpr double infinite_time = std::numeric_limits<double>::infinity();
-// A memory requirement no chain reaches (validated chains total at most 2^63 - 1 units).
-inline constexpr size_type unreachable = std::numeric_limits<size_type>::max();
-
-// Index of interval (i, l), 0 <= i <= l <= L, in a triangular array of (L+1)(L+2)/2 cells.
-constexpr std::size_t interval_index(std::int32_t L, std::int32_t i, std::int32_t l) noexcept {
-  const auto n = static_cast<std::size_t>(L) + 1;
-  const auto ui = static_cast<std::size_t>(i);
-  return ui * (2 * n - ui + 1) / 2 + static_cast<std::size_t>(l - i);
-}
-
-constexpr std::size_t interval_count(std::int32_t L) noexcept {
-  const auto n = static_cast<std::size_t>(L) + 1;
-  return n * (n + 1) / 2;
-}
-
-// The memory below which OPT(i, l, .) is infinite for every branch (MODEL.md's mmin), i < l.
-constexpr size_type necessary_memory(const model& md, std::int32_t i, std::int32_t l) {
-  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
-  size_type inner = md.x[at(i + 1)] + md.ft[at(i)];
-  for (std::int32_t k = i + 1; k < l; ++k)
-    inner = std::max(inner, md.x[at(k)] + md.x[at(k + 1)] + md.ft[at(k)]);
-  return md.x[at(l + 1)] + inner;
-}
-
-// Which branches a DP may take. Without the tape branch (only F_ck/F_none, and F_all(i), B(i) as
-// the base case) it is the heterogeneous form of classical AD checkpointing (MODEL.md).
-enum class dp_branches : std::uint8_t {
-  tape_and_checkpoint,  // MODEL.md's DP: the persistent schedules
-  checkpoint_only,      // without the tape branch
-};
-
-// The least-memory DP: for every interval, the least m at which OPT(i, l, m) is finite (`need`:
-// feasibility is a threshold in m because every condition of the DP is), and a choice that
-// reaches it (same encoding as `optimal_table::choice`). Among the choices that reach the least
-// need, the one whose schedule (built from the sub-intervals' recorded schedules) is fastest is
-// kept, ties to the tape branch, then to the smallest j. The time is a tie-break only: with slack
-// in a sub-interval a faster schedule of the same peak may exist (`optimal` at that budget finds
-// it). O(L^3) time, no dependence on the budget.
-struct least_peak_table {
-  std::vector<size_type> need;       // [interval]
-  std::vector<double> time;          // [interval], the time of the recorded schedule
-  std::vector<std::int32_t> choice;  // [interval], 0: tape branch or base case, j > 0: checkpoint
-};
-
-constexpr least_peak_table least_peak_dp(const model& md,
-                                         dp_branches branches = dp_branches::tape_and_checkpoint) {
-  const std::int32_t L = md.L;
-  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
-  least_peak_table t;
-  t.need.assign(interval_count(L), unreachable);
-  t.time.assign(interval_count(L), infinite_time);
-  t.choice.assign(interval_count(L), -1);
-  auto cell = [&](std::int32_t i, std::int32_t l) { return interval_index(L, i, l); };
-  for (std::int32_t d = 0; d <= L; ++d) {
-    for (std::int32_t i = 0; i + d <= L; ++i) {
-      const std::int32_t l = i + d;
-      size_type best = unreachable;
-      double best_time = infinite_time;
-      std::int32_t choice = -1;
-      auto consider = [&](size_type need, double time, std::int32_t c) {
-        if (need < best || (need == best && time < best_time)) {
-          best = need;
-          best_time = time;
-          choice = c;
-        }
-      };
-      if (i == L) {
-        consider(md.x[at(L)] + md.bt[at(L)], md.bw[at(L)], 0);
-      } else {
-        // F_all(i) and B(i) with g_{l+1} held (the base case is l = i).
-        const size_type tape_ops =
-            std::max(md.x[at(l + 1)] + md.xb[at(i + 1)] + md.ft[at(i)],
-                     md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] + md.bt[at(i)]);
-        if (i == l) {
-          consider(tape_ops, md.fw[at(i)] + md.bw[at(i)], 0);
-        } else {
-          const size_type mmin = necessary_memory(md, i, l);
-          const size_type rest = t.need[cell(i + 1, l)];
-          if (branches == dp_branches::tape_and_checkpoint && rest != unreachable)
-            consider(std::max({tape_ops, md.xb[at(i + 1)] + rest, mmin}),
-                     md.fw[at(i)] + md.bw[at(i)] + t.time[cell(i + 1, l)], 0);
-          double forward = 0;
-          for (std::int32_t j = i + 1; j <= l; ++j) {
-            forward += md.fw[at(j - 1)];
-            const size_type right = t.need[cell(j, l)];
-            const size_type left = t.need[cell(i, j - 1)];
-            if (right == unreachable || left == unreachable) continue;
-            consider(std::max({md.x[at(j)] + right, left, mmin}),
-                     forward + t.time[cell(j, l)] + t.time[cell(i, j - 1)], j);
-          }
-        }
-      }
-      t.need[cell(i, l)] = best;
-      t.time[cell(i, l)] = best_time;
-      t.choice[cell(i, l)] = choice;
-    }
-  }
-  return t;
-}
-
-// The least m at which OPT(i, l, m) is finite, for every interval.
-constexpr std::vector<size_type> persistent_need(
-    const model& md, dp_branches branches = dp_branches::tape_and_checkpoint) {
-  return least_peak_dp(md, branches).need;
-}
-
-// The smallest total budget (input included) at which a persistent schedule exists, in the
-// units of `md`; `unreachable` if none.
-constexpr size_type persistent_min_budget(const model& md,
-                                          dp_branches branches = dp_branches::tape_and_checkpoint) {
-  const size_type need = persistent_need(md, branches)[interval_index(md.L, 0, md.L)];
-  return need == unreachable ? unreachable : md.x[0] + need;
-}
-
 // The DP table: OPT and the choice that achieves it for every interval and every m in 0..M.
 struct optimal_table {
   std::int32_t L = 0;
@@ -157,21 +44,28 @@ struct optimal_table {
   }
 };
 
-// Bytes the table of a chain of L stages with budget M (in units) would take.
-constexpr double optimal_table_bytes(std::int32_t L, size_type M) noexcept {
-  return static_cast<double>(interval_count(L)) * (static_cast<double>(M) + 1) *
-         static_cast<double>(sizeof(double) + sizeof(std::int32_t));
-}
-
 // One cell of the DP. Reads only cells of strictly shorter intervals (any m) and so is correct
 // for any loop order that finishes shorter intervals first, whatever the sizes (zeros included).
-constexpr void optimal_cell(const model& md, optimal_table& t, std::int32_t i, std::int32_t l,
-                            size_type m, size_type mmin,
+//
+// Two rules on top of MODEL.md, with the interval's `store` and `S` (`interval_bounds`):
+// * store: from m = store on, the cell takes the tape branch and its value is S;
+// * clamp: below it, the value is max(S, least branch) (the choice stays the least branch).
+// In exact arithmetic both change nothing: S is a lower bound of every schedule of the interval,
+// and the tape branch reaches it from store on (ties go to the tape branch). In floating point a
+// sum of the same times in another order may round below S; the rules keep every value >= S and
+// non-increasing in m bit for bit, which the fast DP (detail/optimal_fast.hpp) needs to prune
+// exactly, and which it reproduces.
+constexpr void optimal_cell(const model& md, optimal_table& t, const interval_bounds& bounds,
+                            std::int32_t i, std::int32_t l, size_type m, size_type mmin,
                             dp_branches branches = dp_branches::tape_and_checkpoint) {
   auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+  const std::size_t c = interval_index(md.L, i, l);
   double best = infinite_time;
   std::int32_t choice = -1;
-  if (i == md.L) {
+  if (m >= bounds.store[c]) {
+    best = bounds.S[c];
+    choice = 0;
+  } else if (i == md.L) {
     if (m >= md.x[at(md.L)] + md.bt[at(md.L)]) {
       best = md.bw[at(md.L)];
       choice = 0;
@@ -203,12 +97,15 @@ constexpr void optimal_cell(const model& md, optimal_table& t, std::int32_t i, s
         }
       }
     }
+    if (best < infinite_time) best = std::max(bounds.S[c], best);
   }
   t.value[t.at(i, l, m)] = best;
   t.choice[t.at(i, l, m)] = choice;
 }
 
-// The straightforward DP: m outermost, then intervals by increasing length. O(L^3 M).
+// The straightforward DP: m outermost, then intervals by increasing length, each cell a scan over
+// its branches. O(L^3 M) time, O(L^2 M) table. Kept for constant evaluation and as the oracle of
+// the fast DP.
 constexpr optimal_table optimal_dp_reference(
     const model& md, size_type M, dp_branches branches = dp_branches::tape_and_checkpoint) {
   optimal_table t;
@@ -217,6 +114,7 @@ constexpr optimal_table optimal_dp_reference(
   const std::size_t cells = interval_count(md.L) * static_cast<std::size_t>(M + 1);
   t.value.assign(cells, infinite_time);
   t.choice.assign(cells, -1);
+  const interval_bounds bounds = make_interval_bounds(md, persistent_need(md, branches), branches);
   std::vector<size_type> mmin(interval_count(md.L), 0);
   for (std::int32_t i = 0; i < md.L; ++i)
     for (std::int32_t l = i + 1; l <= md.L; ++l)
@@ -224,49 +122,8 @@ constexpr optimal_table optimal_dp_reference(
   for (size_type m = 0; m <= M; ++m)
     for (std::int32_t d = 0; d <= md.L; ++d)
       for (std::int32_t i = 0; i + d <= md.L; ++i)
-        optimal_cell(md, t, i, i + d, m, mmin[interval_index(md.L, i, i + d)], branches);
+        optimal_cell(md, t, bounds, i, i + d, m, mmin[interval_index(md.L, i, i + d)], branches);
   return t;
-}
-
-// The schedule of cell (i, l, m), without recursion (chains can be long). `choice_of(i, l, m)`
-// gives the cell's choice in the encoding of `optimal_table::choice`.
-template <class ChoiceOf>
-constexpr std::vector<op> persistent_ops(const model& md, std::int32_t i, std::int32_t l,
-                                         size_type m, ChoiceOf choice_of) {
-  struct task {
-    bool emit;  // emit `o`, or expand (i, l, m)
-    op o;
-    std::int32_t i, l;
-    size_type m;
-  };
-  std::vector<op> ops;
-  std::vector<task> stack{{false, {}, i, l, m}};
-  while (!stack.empty()) {
-    const task tk = stack.back();
-    stack.pop_back();
-    if (tk.emit) {
-      ops.push_back(tk.o);
-      continue;
-    }
-    const std::int32_t c = choice_of(tk.i, tk.l, tk.m);
-    if (tk.i == md.L) {
-      ops.push_back(loss_op(md.L));
-    } else if (tk.i == tk.l) {
-      ops.push_back(f_all(tk.i));
-      ops.push_back(backward(tk.i));
-    } else if (c == 0) {
-      ops.push_back(f_all(tk.i));
-      stack.push_back({true, backward(tk.i), 0, 0, 0});
-      stack.push_back(
-          {false, {}, tk.i + 1, tk.l, tk.m - md.xb[static_cast<std::size_t>(tk.i) + 1]});
-    } else {
-      ops.push_back(f_ck(tk.i));
-      for (std::int32_t k = tk.i + 1; k < c; ++k) ops.push_back(f_none(k));
-      stack.push_back({false, {}, tk.i, c - 1, tk.m});
-      stack.push_back({false, {}, c, tk.l, tk.m - md.x[static_cast<std::size_t>(c)]});
-    }
-  }
-  return ops;
 }
 
 // The schedule of cell (i, l, m) of a table.
@@ -280,13 +137,24 @@ constexpr std::vector<op> optimal_ops(const model& md, const optimal_table& t, s
 [[noreturn]] inline void throw_table_too_large(std::int32_t L, size_type M, double bytes,
                                                std::size_t limit,
                                                std::string_view solver_name = "optimal") {
+  auto readable = [](double n, char* out, std::size_t size) {
+    if (n >= 1073741824.0)
+      std::snprintf(out, size, "%.1f GiB", n / 1073741824.0);
+    else if (n >= 1048576.0)
+      std::snprintf(out, size, "%.1f MiB", n / 1048576.0);
+    else
+      std::snprintf(out, size, "%.0f bytes", n);
+  };
+  char need[32];
+  char cap[32];
+  readable(bytes, need, sizeof need);
+  readable(static_cast<double>(limit), cap, sizeof cap);
   char text[320];
   std::snprintf(text, sizeof text,
-                "%.*s: the DP table for %d stages and %lld memory units would need %.1f GiB "
-                "(limit %.1f GiB); use fewer slots (--slots N), coarser stages, or raise the limit",
+                "%.*s: the DP table for %d stages and %lld memory units would need %s (limit %s, "
+                "max_table_bytes); use fewer slots (--slots N), coarser stages, or raise the limit",
                 static_cast<int>(solver_name.size()), solver_name.data(), static_cast<int>(L),
-                static_cast<long long>(M), bytes / 1073741824.0,
-                static_cast<double>(limit) / 1073741824.0);
+                static_cast<long long>(M), need, cap);
   throw_solver_error(text);
 }
 
@@ -349,7 +217,9 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
   const discretization d = discretize(budget, options.slots);
   const model md = make_model(c, d.unit);
 
-  const size_type min_units = persistent_min_budget(md, branches);
+  std::vector<size_type> need = persistent_need(md, branches);
+  const size_type root_need = need[interval_index(md.L, 0, md.L)];
+  const size_type min_units = root_need == unreachable ? unreachable : md.x[0] + root_need;
   solve_result out;
   if (options.slots == exact_units)
     out.min_feasible_budget = min_units == unreachable ? solve_result::no_budget : min_units;
@@ -371,20 +241,36 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
   const size_type fastest_units = replay(to_chain(md), fastest).peak_memory;
   const size_type M = std::min(d.budget, fastest_units) - md.x[0];
 
-  if (!std::is_constant_evaluated()) {
-    const double bytes = optimal_table_bytes(md.L, M);
-    if (bytes > static_cast<double>(options.max_table_bytes))
-      throw_table_too_large(md.L, M, bytes, options.max_table_bytes, name(which));
-  }
-  const optimal_table t = optimal_dp_reference(md, M, branches);
-  const double makespan = t.value[t.at(0, md.L, M)];
+  double makespan = infinite_time;
+  std::vector<op> ops;
   // Each time is finite but their sum may not be: then no choice of the table beats infinity,
   // and there is no schedule to read back.
-  if (!(makespan < infinite_time))
+  auto overflow = [&] {
     throw_solver_error(std::string(name(which)) +
                        ": the makespan overflows a double at this budget; scale the chain's "
                        "times down");
-  solve_result r = finish(c, which, budget, optimal_ops(md, t, 0, md.L, M), makespan);
+  };
+  if (std::is_constant_evaluated()) {
+    const optimal_table t = optimal_dp_reference(md, M, branches);
+    makespan = t.value[t.at(0, md.L, M)];
+    if (!(makespan < infinite_time)) overflow();
+    ops = optimal_ops(md, t, 0, md.L, M);
+  } else {
+    interval_bounds bounds = make_interval_bounds(md, std::move(need), branches);
+    fast_layout layout = make_fast_layout(bounds, md.L, M);
+    const unsigned threads = dp_threads(options.threads);
+    const double bytes = fast_table_bytes(layout, md.L, M, threads);
+    const std::size_t limit = options.max_table_bytes.value_or(default_table_limit());
+    if (bytes > static_cast<double>(limit)) throw_table_too_large(md.L, M, bytes, limit, name(which));
+    const fast_table t = optimal_dp_fast(md, std::move(bounds), std::move(layout), M, branches,
+                                         threads);
+    makespan = t.get(0, md.L, M);
+    if (!(makespan < infinite_time)) overflow();
+    ops = persistent_ops(md, 0, md.L, M, [&](std::int32_t i, std::int32_t l, size_type m) {
+      return t.choice_at(md, i, l, m);
+    });
+  }
+  solve_result r = finish(c, which, budget, std::move(ops), makespan);
   r.min_feasible_budget = out.min_feasible_budget;
   r.unit = d.unit;
   return r;

@@ -414,9 +414,15 @@ TEST_CASE("the DP table's size is guarded") {
   chain c;
   c.input_size = 1;
   c.stages.assign(2, {1, 1, 1, 1, 0, 0});
-  // Store-all peaks at 5; above it the table is capped there: M = 5 - 1 = 4 units for the DP,
-  // (L+1)(L+2)/2 = 6 intervals, 5 budgets each, a double and an int32 per cell.
-  const std::size_t bytes = 6 * 5 * (sizeof(double) + sizeof(std::int32_t));
+  // Store-all peaks at 5; above it the table is capped there: M = 5 - 1 = 4 units for the DP.
+  // The limit applies to the compact table of the fast DP, estimated before allocating.
+  const remat::detail::model md = remat::detail::make_model(c, 1);
+  const auto bytes = static_cast<std::size_t>(remat::detail::fast_table_bytes(
+      remat::detail::make_fast_layout(
+          remat::detail::make_interval_bounds(md, remat::detail::persistent_need(md),
+                                              remat::detail::dp_branches::tape_and_checkpoint),
+          md.L, 4),
+      md.L, 4, 1));
   CHECK(remat::solve_optimal(c, 1000, {.slots = remat::exact_units, .max_table_bytes = bytes})
             .feasible);
   try {

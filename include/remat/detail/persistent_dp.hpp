@@ -1,0 +1,231 @@
+// The pieces of MODEL.md's persistent DP that do not depend on the memory dimension: interval
+// indexing, the least-memory DP (`need`), the no-recomputation bounds of every interval (`store`,
+// `S`), and the reconstruction of a schedule from per-cell choices. Shared by the reference DP
+// (solvers/optimal.hpp) and the fast one (detail/optimal_fast.hpp).
+#pragma once
+
+#include <remat/chain.hpp>
+#include <remat/detail/model.hpp>
+#include <remat/schedule.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace remat::detail {
+
+inline constexpr double infinite_time = std::numeric_limits<double>::infinity();
+// A memory requirement no chain reaches (validated chains total at most 2^63 - 1 units).
+inline constexpr size_type unreachable = std::numeric_limits<size_type>::max();
+
+// Index of interval (i, l), 0 <= i <= l <= L, in a triangular array of (L+1)(L+2)/2 cells.
+constexpr std::size_t interval_index(std::int32_t L, std::int32_t i, std::int32_t l) noexcept {
+  const auto n = static_cast<std::size_t>(L) + 1;
+  const auto ui = static_cast<std::size_t>(i);
+  return ui * (2 * n - ui + 1) / 2 + static_cast<std::size_t>(l - i);
+}
+
+constexpr std::size_t interval_count(std::int32_t L) noexcept {
+  const auto n = static_cast<std::size_t>(L) + 1;
+  return n * (n + 1) / 2;
+}
+
+// The memory below which OPT(i, l, .) is infinite for every branch (MODEL.md's mmin), i < l.
+constexpr size_type necessary_memory(const model& md, std::int32_t i, std::int32_t l) {
+  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+  size_type inner = md.x[at(i + 1)] + md.ft[at(i)];
+  for (std::int32_t k = i + 1; k < l; ++k)
+    inner = std::max(inner, md.x[at(k)] + md.x[at(k + 1)] + md.ft[at(k)]);
+  return md.x[at(l + 1)] + inner;
+}
+
+// Which branches a DP may take. Without the tape branch (only F_ck/F_none, and F_all(i), B(i) as
+// the base case) it is the heterogeneous form of classical AD checkpointing (MODEL.md).
+enum class dp_branches : std::uint8_t {
+  tape_and_checkpoint,  // MODEL.md's DP: the persistent schedules
+  checkpoint_only,      // without the tape branch
+};
+
+// The least-memory DP: for every interval, the least m at which OPT(i, l, m) is finite (`need`:
+// feasibility is a threshold in m because every condition of the DP is), and a choice that
+// reaches it (same encoding as `optimal_table::choice`). Among the choices that reach the least
+// need, the one whose schedule (built from the sub-intervals' recorded schedules) is fastest is
+// kept, ties to the tape branch, then to the smallest j. The time is a tie-break only: with slack
+// in a sub-interval a faster schedule of the same peak may exist (`optimal` at that budget finds
+// it). O(L^3) time, no dependence on the budget.
+struct least_peak_table {
+  std::vector<size_type> need;       // [interval]
+  std::vector<double> time;          // [interval], the time of the recorded schedule
+  std::vector<std::int32_t> choice;  // [interval], 0: tape branch or base case, j > 0: checkpoint
+};
+
+constexpr least_peak_table least_peak_dp(const model& md,
+                                         dp_branches branches = dp_branches::tape_and_checkpoint) {
+  const std::int32_t L = md.L;
+  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+  least_peak_table t;
+  t.need.assign(interval_count(L), unreachable);
+  t.time.assign(interval_count(L), infinite_time);
+  t.choice.assign(interval_count(L), -1);
+  auto cell = [&](std::int32_t i, std::int32_t l) { return interval_index(L, i, l); };
+  for (std::int32_t d = 0; d <= L; ++d) {
+    for (std::int32_t i = 0; i + d <= L; ++i) {
+      const std::int32_t l = i + d;
+      size_type best = unreachable;
+      double best_time = infinite_time;
+      std::int32_t choice = -1;
+      auto consider = [&](size_type need, double time, std::int32_t c) {
+        if (need < best || (need == best && time < best_time)) {
+          best = need;
+          best_time = time;
+          choice = c;
+        }
+      };
+      if (i == L) {
+        consider(md.x[at(L)] + md.bt[at(L)], md.bw[at(L)], 0);
+      } else {
+        // F_all(i) and B(i) with g_{l+1} held (the base case is l = i).
+        const size_type tape_ops =
+            std::max(md.x[at(l + 1)] + md.xb[at(i + 1)] + md.ft[at(i)],
+                     md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] + md.bt[at(i)]);
+        if (i == l) {
+          consider(tape_ops, md.fw[at(i)] + md.bw[at(i)], 0);
+        } else {
+          const size_type mmin = necessary_memory(md, i, l);
+          const size_type rest = t.need[cell(i + 1, l)];
+          if (branches == dp_branches::tape_and_checkpoint && rest != unreachable)
+            consider(std::max({tape_ops, md.xb[at(i + 1)] + rest, mmin}),
+                     md.fw[at(i)] + md.bw[at(i)] + t.time[cell(i + 1, l)], 0);
+          double forward = 0;
+          for (std::int32_t j = i + 1; j <= l; ++j) {
+            forward += md.fw[at(j - 1)];
+            const size_type right = t.need[cell(j, l)];
+            const size_type left = t.need[cell(i, j - 1)];
+            if (right == unreachable || left == unreachable) continue;
+            consider(std::max({md.x[at(j)] + right, left, mmin}),
+                     forward + t.time[cell(j, l)] + t.time[cell(i, j - 1)], j);
+          }
+        }
+      }
+      t.need[cell(i, l)] = best;
+      t.time[cell(i, l)] = best_time;
+      t.choice[cell(i, l)] = choice;
+    }
+  }
+  return t;
+}
+
+// The least m at which OPT(i, l, m) is finite, for every interval.
+constexpr std::vector<size_type> persistent_need(
+    const model& md, dp_branches branches = dp_branches::tape_and_checkpoint) {
+  return least_peak_dp(md, branches).need;
+}
+
+// The smallest total budget (input included) at which a persistent schedule exists, in the
+// units of `md`; `unreachable` if none.
+constexpr size_type persistent_min_budget(const model& md,
+                                          dp_branches branches = dp_branches::tape_and_checkpoint) {
+  const size_type need = persistent_need(md, branches)[interval_index(md.L, 0, md.L)];
+  return need == unreachable ? unreachable : md.x[0] + need;
+}
+
+// Adds sizes that may be `unreachable`, saturating there.
+constexpr size_type add_or_unreachable(size_type a, size_type b) noexcept {
+  return a == unreachable || b == unreachable ? unreachable : a + b;
+}
+
+// What bounds OPT(i, l, .) for every interval, whatever the budget:
+// * need: the least m at which OPT(i, l, m) is finite (`persistent_need`);
+// * store: the least m at which the sub-schedule without recomputation (F_all(i .. l-1), then
+//   the backwards) fits with g_{l+1} held: store(L, L) = x[L] + bt[L], store(i, i) = the tape
+//   ops of stage i, store(i, l) = max(tape ops of stage i with g_{l+1}, xb[i+1] + store(i+1, l));
+//   `unreachable` for i < l without the tape branch, where no schedule avoids recomputation;
+// * S: that sub-schedule's time, fw[i] + bw[i] + S(i+1, l), summed in the order of the tape
+//   branch. Every schedule of the interval runs each of its forwards at least once and each
+//   backward once, so in exact arithmetic S <= OPT(i, l, m) for every m, with equality from
+//   store on. The DPs use both facts as rules (see `optimal_cell`).
+struct interval_bounds {
+  std::vector<size_type> need;  // [interval]
+  std::vector<size_type> store;
+  std::vector<double> S;
+};
+
+constexpr interval_bounds make_interval_bounds(const model& md, std::vector<size_type> need,
+                                               dp_branches branches) {
+  const std::int32_t L = md.L;
+  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+  interval_bounds b;
+  b.need = std::move(need);
+  b.store.assign(interval_count(L), 0);
+  b.S.assign(interval_count(L), 0);
+  for (std::int32_t l = 0; l <= L; ++l) {
+    for (std::int32_t i = l; i >= 0; --i) {
+      const std::size_t c = interval_index(L, i, l);
+      if (i == L) {
+        b.store[c] = md.x[at(L)] + md.bt[at(L)];
+        b.S[c] = md.bw[at(L)];
+        continue;
+      }
+      const size_type tape_ops =
+          std::max(md.x[at(l + 1)] + md.xb[at(i + 1)] + md.ft[at(i)],
+                   md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] + md.bt[at(i)]);
+      if (i == l) {
+        b.store[c] = tape_ops;
+        b.S[c] = md.fw[at(i)] + md.bw[at(i)];
+      } else {
+        const std::size_t rest = interval_index(L, i + 1, l);
+        b.store[c] = branches == dp_branches::tape_and_checkpoint
+                         ? std::max(tape_ops, md.xb[at(i + 1)] + b.store[rest])
+                         : unreachable;
+        b.S[c] = md.fw[at(i)] + md.bw[at(i)] + b.S[rest];
+      }
+    }
+  }
+  return b;
+}
+
+// The schedule of cell (i, l, m), without recursion (chains can be long). `choice_of(i, l, m)`
+// gives the cell's choice in the encoding of `optimal_table::choice`.
+template <class ChoiceOf>
+constexpr std::vector<op> persistent_ops(const model& md, std::int32_t i, std::int32_t l,
+                                         size_type m, ChoiceOf choice_of) {
+  struct task {
+    bool emit;  // emit `o`, or expand (i, l, m)
+    op o;
+    std::int32_t i, l;
+    size_type m;
+  };
+  std::vector<op> ops;
+  std::vector<task> stack{{false, {}, i, l, m}};
+  while (!stack.empty()) {
+    const task tk = stack.back();
+    stack.pop_back();
+    if (tk.emit) {
+      ops.push_back(tk.o);
+      continue;
+    }
+    const std::int32_t c = choice_of(tk.i, tk.l, tk.m);
+    if (tk.i == md.L) {
+      ops.push_back(loss_op(md.L));
+    } else if (tk.i == tk.l) {
+      ops.push_back(f_all(tk.i));
+      ops.push_back(backward(tk.i));
+    } else if (c == 0) {
+      ops.push_back(f_all(tk.i));
+      stack.push_back({true, backward(tk.i), 0, 0, 0});
+      stack.push_back(
+          {false, {}, tk.i + 1, tk.l, tk.m - md.xb[static_cast<std::size_t>(tk.i) + 1]});
+    } else {
+      ops.push_back(f_ck(tk.i));
+      for (std::int32_t k = tk.i + 1; k < c; ++k) ops.push_back(f_none(k));
+      stack.push_back({false, {}, tk.i, c - 1, tk.m});
+      stack.push_back({false, {}, c, tk.l, tk.m - md.x[static_cast<std::size_t>(c)]});
+    }
+  }
+  return ops;
+}
+
+}  // namespace remat::detail

@@ -1,0 +1,216 @@
+// The fast DP against the reference DP: the same value and the same choice in every cell, bit for
+// bit, hence the same schedules, with one thread or several; and the table-memory guard.
+#include <remat/detail/optimal_fast.hpp>
+
+#include <remat/simulate.hpp>
+#include <remat/solvers/optimal.hpp>
+
+#include <doctest/doctest.h>
+
+#include "chain_text.hpp"
+#include "random_chain.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using remat::chain;
+using remat::size_type;
+using remat::detail::dp_branches;
+using remat::detail::fast_table;
+using remat::detail::interval_index;
+using remat::detail::model;
+using remat::detail::optimal_table;
+
+// Times that are not dyadic (so the order of additions matters to the last bit), with repeats
+// (so that ties happen) and zeros.
+void roughen_times(chain& c, std::mt19937_64& rng) {
+  const double pool[] = {0.0, 0.1, 0.3, 0.7, 1.1, 2.9, 1.0 / 3.0, 3.7};
+  auto pick = [&] { return pool[std::uniform_int_distribution<std::size_t>(0, 7)(rng)]; };
+  for (remat::stage& s : c.stages) {
+    s.forward_time = pick();
+    s.backward_time = pick();
+  }
+  c.loss_time = pick();
+}
+
+fast_table fast_dp(const model& md, size_type M, dp_branches branches, unsigned threads) {
+  remat::detail::interval_bounds bounds = remat::detail::make_interval_bounds(
+      md, remat::detail::persistent_need(md, branches), branches);
+  remat::detail::fast_layout layout = remat::detail::make_fast_layout(bounds, md.L, M);
+  return remat::detail::optimal_dp_fast(md, std::move(bounds), std::move(layout), M, branches,
+                                        threads);
+}
+
+std::vector<remat::op> fast_ops(const model& md, const fast_table& t, size_type m) {
+  return remat::detail::persistent_ops(md, 0, md.L, m,
+                                       [&](std::int32_t i, std::int32_t l, size_type cm) {
+                                         return t.choice_at(md, i, l, cm);
+                                       });
+}
+
+// Every cell of the two tables; returns the number of cells that differ.
+long differences(const model& md, const optimal_table& ref, const fast_table& fast) {
+  long bad = 0;
+  for (std::int32_t i = 0; i <= md.L; ++i)
+    for (std::int32_t l = i; l <= md.L; ++l)
+      for (size_type m = 0; m <= ref.M; ++m) {
+        const double r = ref.value[ref.at(i, l, m)];
+        const double f = fast.get(i, l, m);
+        if (r != f) {
+          ++bad;
+          continue;
+        }
+        if (r < remat::detail::infinite_time &&
+            ref.choice[ref.at(i, l, m)] != fast.choice_at(md, i, l, m))
+          ++bad;
+      }
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("property: the fast DP equals the reference in every cell, 1 to 3 threads") {
+  std::mt19937_64 rng(51);
+  long cells = 0;
+  int cases = 0;
+  int checkpoint_only = 0;
+  for (; cases < 2400; ++cases) {
+    remat::testing::random_chain_options o;
+    o.max_stages = 9;
+    chain c = remat::testing::random_chain(rng, o);
+    if (cases % 2 == 1) roughen_times(c, rng);
+    INFO(remat::testing::chain_text(c));
+    // Units 1 (exact) and 2, 3 (sizes rounded up, as with slots).
+    const size_type unit = 1 + cases % 3;
+    const model md = remat::detail::make_model(c, unit);
+    const dp_branches branches =
+        cases % 5 == 4 ? dp_branches::checkpoint_only : dp_branches::tape_and_checkpoint;
+    checkpoint_only += branches == dp_branches::checkpoint_only ? 1 : 0;
+    const std::size_t root = interval_index(md.L, 0, md.L);
+    const remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
+        md, remat::detail::persistent_need(md, branches), branches);
+    // Past store (where the tape branch ends the search) or, without it, somewhere around it.
+    const size_type M =
+        (branches == dp_branches::tape_and_checkpoint ? b.store[root] : 2 * b.need[root]) +
+        cases % 4;
+    const unsigned threads = 1 + static_cast<unsigned>(cases % 3);
+    CAPTURE(unit);
+    CAPTURE(M);
+    CAPTURE(threads);
+    const optimal_table ref = remat::detail::optimal_dp_reference(md, M, branches);
+    const fast_table fast = fast_dp(md, M, branches, threads);
+    REQUIRE(differences(md, ref, fast) == 0);
+    cells += static_cast<long>(remat::detail::interval_count(md.L)) * (M + 1);
+    // The schedules read back at every budget are the same, and replay to the predicted time.
+    for (size_type m = b.need[root]; m <= M; ++m) {
+      const std::vector<remat::op> ops = fast_ops(md, fast, m);
+      CHECK(ops == remat::detail::optimal_ops(md, ref, 0, md.L, m));
+    }
+  }
+  CHECK(cases == 2400);
+  CHECK(checkpoint_only == 480);
+  CHECK(cells > 500000);
+}
+
+TEST_CASE("property: solve_optimal's schedule is the reference's, whatever the thread count") {
+  std::mt19937_64 rng(52);
+  int feasible = 0;
+  for (int n = 0; n < 300; ++n) {
+    remat::testing::random_chain_options o;
+    o.max_stages = 12;
+    o.max_size = 1000;
+    chain c = remat::testing::random_chain(rng, o);
+    roughen_times(c, rng);
+    INFO(remat::testing::chain_text(c));
+    const size_type top = remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length()))).peak_memory;
+    const size_type budget = std::uniform_int_distribution<size_type>(top / 3, top + 10)(rng);
+    const size_type slots = std::uniform_int_distribution<size_type>(20, 80)(rng);
+    CAPTURE(budget);
+    CAPTURE(slots);
+    const remat::solve_result one = remat::solve_optimal(c, budget, {.slots = slots});
+    const remat::solve_result many =
+        remat::solve_optimal(c, budget, {.slots = slots, .threads = 3});
+    CHECK(one.feasible == many.feasible);
+    CHECK(one.plan == many.plan);
+    if (!one.feasible) continue;
+    ++feasible;
+    const model md = remat::detail::make_model(c, one.unit);
+    const size_type M = std::min(budget / one.unit,
+                                 remat::simulate(remat::detail::to_chain(md),
+                                                 remat::store_all_ops(static_cast<std::int32_t>(c.length())))
+                                     .peak_memory) -
+                        md.x[0];
+    const optimal_table ref = remat::detail::optimal_dp_reference(md, M);
+    CHECK(one.plan.ops == remat::detail::optimal_ops(md, ref, 0, md.L, M));
+    CHECK(one.plan.makespan == ref.value[ref.at(0, md.L, M)]);
+  }
+  CHECK(feasible > 100);
+}
+
+TEST_CASE("longer chains: 1 and 4 threads fill the same table") {
+  std::mt19937_64 rng(53);
+  for (int n = 0; n < 6; ++n) {
+    remat::testing::random_chain_options o;
+    o.min_stages = 40;
+    o.max_stages = 60;
+    chain c = remat::testing::random_chain(rng, o);
+    roughen_times(c, rng);
+    const model md = remat::detail::make_model(c, 1);
+    const dp_branches branches =
+        n % 2 == 0 ? dp_branches::tape_and_checkpoint : dp_branches::checkpoint_only;
+    const size_type M = 40 + 20 * n;
+    const fast_table one = fast_dp(md, M, branches, 1);
+    const fast_table four = fast_dp(md, M, branches, 4);
+    CHECK(one.value == four.value);
+    if (n < 2) {  // and the reference agrees (the slowest part of this file)
+      const optimal_table ref = remat::detail::optimal_dp_reference(md, M, branches);
+      CHECK(differences(md, ref, one) == 0);
+    }
+  }
+}
+
+TEST_CASE("the table-memory guard refuses before allocating, with a clear message") {
+  std::mt19937_64 rng(54);
+  remat::testing::random_chain_options o;
+  o.min_stages = 30;
+  o.max_stages = 30;
+  o.max_size = 1000;
+  const chain c = remat::testing::random_chain(rng, o);
+  const size_type budget = remat::simulate(c, remat::store_all_ops(30)).peak_memory;
+  const remat::solve_result fits = remat::solve_optimal(c, budget, {.slots = 300});
+  REQUIRE(fits.feasible);
+  // The estimate is exact: the table of this solve takes exactly `bytes`.
+  const model md = remat::detail::make_model(c, fits.unit);
+  const size_type store_all =
+      remat::simulate(remat::detail::to_chain(md), remat::store_all_ops(30)).peak_memory;
+  const size_type M = std::min(budget / fits.unit, store_all) - md.x[0];
+  const remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
+      md, remat::detail::persistent_need(md), dp_branches::tape_and_checkpoint);
+  const remat::detail::fast_layout layout = remat::detail::make_fast_layout(b, md.L, M);
+  const auto bytes =
+      static_cast<std::size_t>(remat::detail::fast_table_bytes(layout, md.L, M, 2));
+  CHECK(bytes > layout.entries * sizeof(double));
+  CHECK(remat::solve_optimal(c, budget, {.slots = 300, .max_table_bytes = bytes, .threads = 2})
+            .plan == fits.plan);
+  try {
+    (void)remat::solve_optimal(c, budget,
+                               {.slots = 300, .max_table_bytes = bytes - 1, .threads = 2});
+    FAIL("no solver_error");
+  } catch (const remat::solver_error& e) {
+    const std::string what = e.what();
+    CHECK(what.starts_with("optimal: the DP table for 30 stages"));
+    CHECK(what.find("fewer slots") != std::string::npos);
+  }
+  // Without a limit: half the physical memory, where it can be read.
+  const std::size_t physical = remat::detail::physical_memory_bytes();
+  CHECK(remat::detail::default_table_limit() ==
+        (physical == 0 ? std::size_t{4} << 30 : physical / 2));
+  CHECK(remat::detail::dp_threads(0) >= 1);
+  CHECK(remat::detail::dp_threads(3) == 3);
+}
