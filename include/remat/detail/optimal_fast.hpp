@@ -57,7 +57,7 @@ inline std::size_t default_table_limit() noexcept {
 
 namespace fast {
 // Values are summarized by blocks of m: block s is [s * block, s * block + block - 1].
-inline constexpr size_type block = 8;
+inline constexpr size_type block = 32;
 }  // namespace fast
 
 // OPT over the stored ranges; `get` reads any (i, l, m) with m <= M.

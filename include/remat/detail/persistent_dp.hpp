@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -118,9 +119,74 @@ constexpr least_peak_table least_peak_dp(const model& md,
   return t;
 }
 
+// `least_peak_dp(md, branches).need` at run time, when every size of `md` and their total are
+// below 2^52: doubles hold those integers exactly (and infinity is `unreachable`), so min and max
+// give the same integers, from a loop over j that the compiler vectorizes. Column order; a
+// column-major copy makes the needs (j, l) of column l contiguous. O(L^3) still, but it is called
+// once per unit tried by `slots_min_budget`, and dominated the solve at L = 1000 otherwise.
+inline bool need_in_doubles(const model& md) noexcept {
+  constexpr double exact = 4503599627370496.0;  // 2^52
+  double total = 0;
+  for (const std::vector<size_type>* v : {&md.x, &md.xb, &md.ft, &md.bt})
+    for (const size_type s : *v) total += static_cast<double>(s);
+  return total < exact;
+}
+
+inline std::vector<size_type> persistent_need_fast(const model& md, dp_branches branches) {
+  const std::int32_t L = md.L;
+  const auto n = static_cast<std::size_t>(L) + 1;
+  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+  auto d = [](size_type s) { return static_cast<double>(s); };
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> row(interval_count(L), inf);  // [interval_index(i, l)]
+  std::vector<double> col(n * n, inf);              // [l * n + i]
+  std::vector<double> x(md.x.size());
+  for (std::size_t k = 0; k < x.size(); ++k) x[k] = d(md.x[k]);
+  for (std::int32_t l = 0; l <= L; ++l) {
+    double inner = -inf;  // max over i < k < l of x[k] + x[k+1] + ft[k]
+    for (std::int32_t i = l; i >= 0; --i) {
+      double need = 0;
+      if (i == L) {
+        need = d(md.x[at(L)] + md.bt[at(L)]);
+      } else {
+        const double tape_ops = d(std::max(md.x[at(l + 1)] + md.xb[at(i + 1)] + md.ft[at(i)],
+                                           md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] +
+                                               md.bt[at(i)]));
+        if (i == l) {
+          need = tape_ops;
+        } else {
+          const double mmin = x[at(l + 1)] + std::max(x[at(i + 1)] + d(md.ft[at(i)]), inner);
+          double best[4] = {inf, inf, inf, inf};
+          if (branches == dp_branches::tape_and_checkpoint)
+            best[0] = std::max(tape_ops, d(md.xb[at(i + 1)]) + col[at(l) * n + at(i + 1)]);
+          // Branch j = i + 1 + k: max(x[j] + need(j, l), need(i, j - 1)).
+          const double* xs = x.data() + at(i + 1);
+          const double* right = col.data() + at(l) * n + at(i + 1);
+          const double* left = row.data() + interval_index(L, i, i);
+          const auto width = static_cast<std::size_t>(l - i);
+          std::size_t k = 0;
+          for (; k + 4 <= width; k += 4)
+            for (std::size_t u = 0; u < 4; ++u)
+              best[u] = std::min(best[u], std::max(xs[k + u] + right[k + u], left[k + u]));
+          for (; k < width; ++k) best[0] = std::min(best[0], std::max(xs[k] + right[k], left[k]));
+          need = std::max(mmin, std::min(std::min(best[0], best[1]), std::min(best[2], best[3])));
+        }
+        if (i < l) inner = std::max(inner, x[at(i)] + x[at(i + 1)] + d(md.ft[at(i)]));
+      }
+      row[interval_index(L, i, l)] = need;
+      col[at(l) * n + at(i)] = need;
+    }
+  }
+  std::vector<size_type> out(row.size());
+  for (std::size_t c = 0; c < row.size(); ++c)
+    out[c] = row[c] == inf ? unreachable : static_cast<size_type>(row[c]);
+  return out;
+}
+
 // The least m at which OPT(i, l, m) is finite, for every interval.
 constexpr std::vector<size_type> persistent_need(
     const model& md, dp_branches branches = dp_branches::tape_and_checkpoint) {
+  if (!std::is_constant_evaluated() && need_in_doubles(md)) return persistent_need_fast(md, branches);
   return least_peak_dp(md, branches).need;
 }
 
