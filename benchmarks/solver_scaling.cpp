@@ -1,0 +1,226 @@
+// How the solvers scale with the chain length L and the slot count: the fast optimal DP (what
+// `solve` runs), the straightforward reference DP it replaced at run time, the whole `solve`
+// call, and every baseline but the exhaustive search.
+//
+// Chains: a synthetic heterogeneous chain of L stages with a fixed seed (activations of 0.5 to
+// 2 MB, tapes three times that, overheads; forward times 1 to 3, backward twice that), and two
+// networks of the zoo (resnet1001: 339 stages, gpt2-xl). The budget is 30% of store-all's peak,
+// where most activations are recomputed.
+//
+// Times are process CPU time (`MeasureProcessCPUTime`, threads included): the machine may be
+// shared. Counters: `table_bytes`, the DP table the solve allocates; `peak_rss`, the process's
+// peak resident memory so far (getrusage), meaningful for the largest case, which runs first in
+// its own family. Reproduce (see benchmarks/README-scaling.md):
+//
+//   cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release
+//   ninja -C build-bench bench_solver_scaling && build-bench/benchmarks/bench_solver_scaling
+#include <remat/solve.hpp>
+#include <remat/zoo.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <sys/resource.h>
+
+namespace {
+
+using remat::size_type;
+
+remat::chain synthetic_chain(std::int64_t length) {
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<size_type> size(500000, 2000000);
+  remat::chain c;
+  c.input_size = 1000000;
+  for (std::int64_t k = 0; k < length; ++k) {
+    remat::stage s;
+    s.output_size = size(rng);
+    s.tape_size = 3 * s.output_size;
+    s.forward_overhead = s.output_size;
+    s.backward_overhead = 2 * s.output_size;
+    s.forward_time = 1.0 + static_cast<double>(rng() % 100) / 50;
+    s.backward_time = 2 * s.forward_time;
+    c.stages.push_back(s);
+  }
+  return c;
+}
+
+size_type budget_of(const remat::chain& c) {
+  const size_type store_all =
+      remat::solve(c, remat::max_size, {.solver = remat::solver::store_all}).min_feasible_budget;
+  return store_all / 10 * 3;
+}
+
+double peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) * 1024;
+}
+
+// The DP's input for a chain, a budget and a slot count, as `solve_persistent` builds it.
+struct dp_input {
+  remat::detail::model md;
+  size_type M = 0;
+};
+
+dp_input dp_input_of(const remat::chain& c, size_type budget, size_type slots) {
+  const remat::detail::discretization d = remat::detail::discretize(budget, slots);
+  dp_input in{remat::detail::make_model(c, d.unit), 0};
+  const size_type store_all =
+      remat::simulate(remat::detail::to_chain(in.md), remat::store_all_ops(in.md.L)).peak_memory;
+  in.M = std::min(d.budget, store_all) - in.md.x[0];
+  return in;
+}
+
+// The fast DP's table, bounds included (what `solve` runs after the least feasible budget).
+void fast_dp(benchmark::State& state) {
+  const remat::chain c = synthetic_chain(state.range(0));
+  const dp_input in = dp_input_of(c, budget_of(c), state.range(1));
+  const auto threads = static_cast<unsigned>(state.range(2));
+  double bytes = 0;
+  for (auto _ : state) {
+    remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
+        in.md, remat::detail::persistent_need(in.md),
+        remat::detail::dp_branches::tape_and_checkpoint);
+    remat::detail::fast_layout layout = remat::detail::make_fast_layout(b, in.md.L, in.M);
+    bytes = remat::detail::fast_table_bytes(layout, in.md.L, in.M, threads);
+    const remat::detail::fast_table t = remat::detail::optimal_dp_fast(
+        in.md, std::move(b), std::move(layout), in.M,
+        remat::detail::dp_branches::tape_and_checkpoint, threads);
+    benchmark::DoNotOptimize(t.get(0, in.md.L, in.M));
+  }
+  state.counters["table_bytes"] = bytes;
+  state.counters["M"] = static_cast<double>(in.M);
+  state.counters["peak_rss"] = peak_rss_bytes();
+  state.SetComplexityN(state.range(0));
+}
+
+// The reference DP: m outermost, then intervals, a scan over j per cell.
+void reference_dp(benchmark::State& state) {
+  const remat::chain c = synthetic_chain(state.range(0));
+  const dp_input in = dp_input_of(c, budget_of(c), state.range(1));
+  for (auto _ : state) {
+    const remat::detail::optimal_table t = remat::detail::optimal_dp_reference(in.md, in.M);
+    benchmark::DoNotOptimize(t.value.data());
+  }
+  state.counters["table_bytes"] =
+      static_cast<double>(remat::detail::interval_count(in.md.L)) *
+      static_cast<double>(in.M + 1) * static_cast<double>(sizeof(double) + sizeof(std::int32_t));
+  state.counters["M"] = static_cast<double>(in.M);
+  state.SetComplexityN(state.range(0));
+}
+
+// `remat::solve` with one solver: discretization, least feasible budget, table, schedule.
+void solve_synthetic(benchmark::State& state, remat::solver which) {
+  const remat::chain c = synthetic_chain(state.range(0));
+  const size_type budget = budget_of(c);
+  const remat::solve_options options{.solver = which, .slots = state.range(1)};
+  for (auto _ : state) benchmark::DoNotOptimize(remat::solve(c, budget, options).plan.makespan);
+  state.SetComplexityN(state.range(0));
+}
+
+void solve_zoo(benchmark::State& state, const std::string& model, remat::solver which) {
+  const remat::chain c = remat::zoo::build(model).chain;
+  const size_type budget = budget_of(c);
+  const remat::solve_options options{.solver = which, .slots = state.range(0)};
+  for (auto _ : state) benchmark::DoNotOptimize(remat::solve(c, budget, options).plan.makespan);
+  state.counters["stages"] = static_cast<double>(c.length());
+}
+
+// Slots scaling of the fast DP at L = 200 (complexity in the slot count).
+void fast_dp_slots(benchmark::State& state) {
+  const remat::chain c = synthetic_chain(200);
+  const dp_input in = dp_input_of(c, budget_of(c), state.range(0));
+  double bytes = 0;
+  for (auto _ : state) {
+    remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
+        in.md, remat::detail::persistent_need(in.md),
+        remat::detail::dp_branches::tape_and_checkpoint);
+    remat::detail::fast_layout layout = remat::detail::make_fast_layout(b, in.md.L, in.M);
+    bytes = remat::detail::fast_table_bytes(layout, in.md.L, in.M, 1);
+    const remat::detail::fast_table t = remat::detail::optimal_dp_fast(
+        in.md, std::move(b), std::move(layout), in.M,
+        remat::detail::dp_branches::tape_and_checkpoint, 1);
+    benchmark::DoNotOptimize(t.get(0, in.md.L, in.M));
+  }
+  state.counters["table_bytes"] = bytes;
+  state.counters["M"] = static_cast<double>(in.M);
+  state.SetComplexityN(state.range(0));
+}
+
+// The whole optimal solve of the 200-stage synthetic chain against the slot count, with what the
+// rounding costs: `waste`, the fraction of the budget the schedule's peak loses to rounding
+// (its peak in units times the unit, less its peak in bytes, plus the budget's remainder below a
+// whole unit); `makespan` to compare with more slots.
+void optimal_slots(benchmark::State& state) {
+  const remat::chain c = synthetic_chain(200);
+  const size_type budget = budget_of(c);
+  const remat::solve_options options{.slots = state.range(0)};
+  remat::solve_result r;
+  for (auto _ : state) {
+    r = remat::solve(c, budget, options);
+    benchmark::DoNotOptimize(r.plan.ops.data());
+  }
+  const remat::detail::model md = remat::detail::make_model(c, r.unit);
+  const size_type units_peak =
+      remat::simulate(remat::detail::to_chain(md), r.plan.ops).peak_memory * r.unit;
+  const size_type usable = budget / r.unit * r.unit;
+  state.counters["waste"] =
+      static_cast<double>(units_peak - r.plan.peak_memory + (budget - usable)) /
+      static_cast<double>(budget);
+  state.counters["makespan"] = r.plan.makespan;
+  state.SetComplexityN(state.range(0));
+}
+
+[[maybe_unused]] const int registered = [] {
+  // The largest case first, so that peak_rss is its own.
+  benchmark::RegisterBenchmark("fast_dp_large", fast_dp)
+      ->Args({1000, 1000, 1})
+      ->Args({1000, 1000, 2})
+      ->Iterations(1)
+      ->MeasureProcessCPUTime()
+      ->Unit(benchmark::kMillisecond);
+  auto* fast = benchmark::RegisterBenchmark("fast_dp", fast_dp);
+  for (const std::int64_t length : {10, 20, 50, 100, 200, 500}) fast->Args({length, 500, 1});
+  fast->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond)->Complexity();
+  benchmark::RegisterBenchmark("fast_dp_threads", fast_dp)
+      ->Args({200, 500, 2})
+      ->Args({500, 500, 2})
+      ->MeasureProcessCPUTime()
+      ->Unit(benchmark::kMillisecond);
+  auto* reference = benchmark::RegisterBenchmark("reference_dp", reference_dp);
+  for (const std::int64_t length : {10, 20, 50, 100, 200}) reference->Args({length, 500});
+  reference->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond)->Complexity();
+  auto* slots = benchmark::RegisterBenchmark("fast_dp_slots_L200", fast_dp_slots);
+  for (const std::int64_t n : {100, 250, 500, 1000, 2000, 4000}) slots->Arg(n);
+  slots->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond)->Complexity();
+
+  auto* solve_slots = benchmark::RegisterBenchmark("optimal_slots_L200", optimal_slots);
+  for (const std::int64_t n : {100, 150, 200, 250, 300, 500, 1000, 2000}) solve_slots->Arg(n);
+  solve_slots->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond)->Complexity();
+
+  for (const remat::solver s : remat::all_solvers) {
+    if (s == remat::solver::exhaustive) continue;
+    const std::string name = "solve/" + std::string(remat::name(s));
+    auto* b = benchmark::RegisterBenchmark(name.c_str(), solve_synthetic, s);
+    // The DP solvers are O(L^3 M): up to 500 stages; the others up to 1000.
+    const bool dp = s == remat::solver::optimal || s == remat::solver::checkpoint_only;
+    for (const std::int64_t length : {10, 20, 50, 100, 200, 500, 1000})
+      if (!dp || length <= 500) b->Args({length, 500});
+    b->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond)->Complexity();
+    for (const char* model : {"resnet1001", "gpt2-xl"}) {
+      const std::string zoo_name = "zoo/" + std::string(model) + "/" + std::string(remat::name(s));
+      benchmark::RegisterBenchmark(zoo_name.c_str(), solve_zoo, std::string(model), s)
+          ->Arg(500)
+          ->MeasureProcessCPUTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+  return 0;
+}();
+
+}  // namespace
