@@ -8,16 +8,18 @@
 //   and tie-breaking (`fast_table::choice_at`), L cells of O(L) each.
 // * Vectorized over m. The checkpoint branch at j is, over a run of m, (acc + R[m - x_j]) + Lf[m]
 //   with R and Lf contiguous (or constant where they reach S): a loop the compiler vectorizes.
-// * Exact pruning. Every value is >= S and non-increasing in m (bitwise: float addition is
-//   monotone and the rules clamp), and so is the least value found so far. Branch j cannot go
-//   below (acc + S(j, l)) + S(i, j-1), so only the prefix of m where the best so far is above that
-//   bound is scanned; in a block of m it cannot go below its value at the block's last m, so a
-//   block whose first best is already at or under that is skipped. The minimum does not depend
-//   on the order of the branches, so the branches that are best at a few probe m run first.
-// * Column order. Column l (every (j, l)) is reused by each of its cells and stays in cache; row i
-//   streams. With T threads, thread t takes columns t, t + T, ...: cell (i, l) waits for (i, l-1)
-//   of the previous column. Every cell computes the same function of the same inputs, so the
-//   result does not depend on T.
+// * Exact pruning. Every value is >= S and non-increasing in m, bit for bit (float addition is
+//   monotone, and the rules of `optimal_cell` clamp), and so is the least value found so far. m
+//   is cut into blocks of 32 (`fast::block`), and every interval keeps a sample per block: its
+//   value at the block's last m, the least in the block. For branch j and a block of the cell,
+//   (acc + sample of R) + (sample of Lf) is a lower bound of the branch over the block; where it
+//   is not below the best so far at the block's first m (the largest in the block), the block is
+//   skipped. The minimum does not depend on the order of the branches, so in each block the branch
+//   of least bound runs first, and the others then mostly fall under the bar.
+// * Column groups. Row i (every (i, k)) is read by every cell (i, .): columns go by groups of 8,
+//   each group row by row, so that a row serves 8 cells while it is in cache. With T threads,
+//   thread t takes groups t, t + T, ...; row i of a group waits for row i of the group before.
+//   Every cell computes the same function of the same inputs, so the result does not depend on T.
 #pragma once
 
 #include <remat/chain.hpp>
