@@ -1,0 +1,97 @@
+// Fuzz target: every solver on small fuzzed chains (sizes up to 2^62, times 0 to 1e300) and
+// budgets (0 to 2^63 - 1), every slot count. A solver returns a schedule, says that none fits,
+// or throws `solver_error`; every schedule is replayed in the simulator, which must find it valid,
+// within the budget, at the peak and makespan the solver claims; a `min_feasible_budget` must be
+// honest; and the optimal DP on exact sizes is never beaten by storing everything.
+#include <remat/solve.hpp>
+
+#include "fuzz_input.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace {
+
+using remat::size_type;
+
+void check_result(const remat::chain& c, size_type budget, const remat::solve_result& r) {
+  using remat::fuzz::fail;
+  if (r.budget != budget) fail("the result carries another budget");
+  if (!r.feasible) {
+    if (!r.plan.ops.empty()) fail("an infeasible result with ops");
+    if (r.min_feasible_budget != remat::solve_result::no_budget && r.min_feasible_budget <= budget)
+      fail("infeasible at a budget >= min_feasible_budget");
+    return;
+  }
+  const remat::replay_result replayed = remat::simulate(c, r.plan);
+  if (!replayed.valid()) fail("a returned schedule is invalid");
+  if (!replayed.fits(budget)) fail("a returned schedule exceeds the budget");
+  if (replayed.peak_memory != r.plan.peak_memory) fail("the claimed peak is not the replayed one");
+  const double claimed = r.plan.makespan, actual = replayed.makespan;
+  if (!(std::fabs(claimed - actual) <= 1e-9 * std::max(1.0, std::fabs(actual))))
+    fail("the claimed makespan is not the replayed one");
+  if (r.min_feasible_budget != remat::solve_result::no_budget && r.min_feasible_budget > budget)
+    fail("feasible below min_feasible_budget");
+}
+
+size_type pick_budget(remat::fuzz::byte_reader& in, size_type store_all_peak) {
+  const std::uint8_t b = in.byte();
+  if (b < 64) return b % 32;
+  if (b < 192) return store_all_peak / 16 * (in.byte() % 20) + in.byte() % 4;
+  static constexpr size_type edges[] = {0, remat::max_size, std::numeric_limits<size_type>::max()};
+  if (b < 240) return std::max<size_type>(0, store_all_peak - b % 4);
+  return edges[b % 3];
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  remat::fuzz::byte_reader in(data, size);
+  const remat::chain c = in.make_chain(6);
+  try {
+    remat::validate(c);
+  } catch (const remat::chain_error&) {
+    return 0;
+  }
+  const auto L = static_cast<std::int32_t>(c.length());
+  const std::vector<remat::op> all = remat::store_all_ops(L);
+  const size_type store_all_peak = remat::simulate(c, std::span<const remat::op>(all)).peak_memory;
+
+  static constexpr size_type slot_choices[] = {remat::exact_units, 1, 2, 3, 10, 500};
+  remat::solve_options options;
+  options.solver = remat::all_solvers[in.pick(std::size(remat::all_solvers))];
+  options.slots = slot_choices[in.pick(std::size(slot_choices))];
+  if (options.solver == remat::solver::exhaustive && L > 4) return 0;  // exponential
+  const size_type budget = pick_budget(in, store_all_peak);
+
+  remat::solve_result r;
+  try {
+    r = remat::solve(c, budget, options);
+  } catch (const remat::solver_error&) {
+    return 0;
+  }
+  check_result(c, budget, r);
+  // The least budget the solver names must be one it solves.
+  if (!r.feasible && r.min_feasible_budget != remat::solve_result::no_budget) {
+    remat::solve_result at_min;
+    try {  // a larger budget may need a table over the limit (exact units, huge sizes)
+      at_min = remat::solve(c, r.min_feasible_budget, options);
+    } catch (const remat::solver_error&) {
+      return 0;
+    }
+    if (!at_min.feasible) remat::fuzz::fail("infeasible at min_feasible_budget");
+    check_result(c, r.min_feasible_budget, at_min);
+  }
+  if (options.solver == remat::solver::optimal && options.slots == remat::exact_units &&
+      budget >= store_all_peak) {
+    if (!r.feasible) remat::fuzz::fail("optimal infeasible where store-all fits");
+    const double store_all_time = remat::simulate(c, std::span<const remat::op>(all)).makespan;
+    if (r.plan.makespan > store_all_time * (1 + 1e-12))
+      remat::fuzz::fail("optimal slower than store-all");
+  }
+  return 0;
+}
