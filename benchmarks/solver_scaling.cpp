@@ -4,7 +4,7 @@
 //
 // Chains: a synthetic heterogeneous chain of L stages with a fixed seed (activations of 0.5 to
 // 2 MB, tapes three times that, overheads; forward times 1 to 3, backward twice that), and two
-// networks of the zoo (resnet1001: 339 stages, gpt2-xl). The budget is 30% of store-all's peak,
+// networks of the zoo (resnet1001: 335 stages, gpt2-xl: 50). The budget is 30% of store-all's peak,
 // where most activations are recomputed.
 //
 // Times are process CPU time (`MeasureProcessCPUTime`, threads included): the machine may be
@@ -83,14 +83,14 @@ void fast_dp(benchmark::State& state) {
   const auto threads = static_cast<unsigned>(state.range(2));
   double bytes = 0;
   for (auto _ : state) {
-    remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
-        in.md, remat::detail::persistent_need(in.md),
-        remat::detail::dp_branches::tape_and_checkpoint);
+    remat::detail::interval_bounds b =
+        remat::detail::make_interval_bounds(in.md, remat::detail::persistent_need(in.md),
+                                            remat::detail::dp_branches::tape_and_checkpoint);
     remat::detail::fast_layout layout = remat::detail::make_fast_layout(b, in.md.L, in.M);
     bytes = remat::detail::fast_table_bytes(layout, in.md.L, in.M, threads);
-    const remat::detail::fast_table t = remat::detail::optimal_dp_fast(
-        in.md, std::move(b), std::move(layout), in.M,
-        remat::detail::dp_branches::tape_and_checkpoint, threads);
+    const remat::detail::fast_table t =
+        remat::detail::optimal_dp_fast(in.md, std::move(b), std::move(layout), in.M,
+                                       remat::detail::dp_branches::tape_and_checkpoint, threads);
     benchmark::DoNotOptimize(t.get(0, in.md.L, in.M));
   }
   state.counters["table_bytes"] = bytes;
@@ -107,9 +107,9 @@ void reference_dp(benchmark::State& state) {
     const remat::detail::optimal_table t = remat::detail::optimal_dp_reference(in.md, in.M);
     benchmark::DoNotOptimize(t.value.data());
   }
-  state.counters["table_bytes"] =
-      static_cast<double>(remat::detail::interval_count(in.md.L)) *
-      static_cast<double>(in.M + 1) * static_cast<double>(sizeof(double) + sizeof(std::int32_t));
+  state.counters["table_bytes"] = static_cast<double>(remat::detail::interval_count(in.md.L)) *
+                                  static_cast<double>(in.M + 1) *
+                                  static_cast<double>(sizeof(double) + sizeof(std::int32_t));
   state.counters["M"] = static_cast<double>(in.M);
   state.SetComplexityN(state.range(0));
 }
@@ -137,14 +137,14 @@ void fast_dp_slots(benchmark::State& state) {
   const dp_input in = dp_input_of(c, budget_of(c), state.range(0));
   double bytes = 0;
   for (auto _ : state) {
-    remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
-        in.md, remat::detail::persistent_need(in.md),
-        remat::detail::dp_branches::tape_and_checkpoint);
+    remat::detail::interval_bounds b =
+        remat::detail::make_interval_bounds(in.md, remat::detail::persistent_need(in.md),
+                                            remat::detail::dp_branches::tape_and_checkpoint);
     remat::detail::fast_layout layout = remat::detail::make_fast_layout(b, in.md.L, in.M);
     bytes = remat::detail::fast_table_bytes(layout, in.md.L, in.M, 1);
-    const remat::detail::fast_table t = remat::detail::optimal_dp_fast(
-        in.md, std::move(b), std::move(layout), in.M,
-        remat::detail::dp_branches::tape_and_checkpoint, 1);
+    const remat::detail::fast_table t =
+        remat::detail::optimal_dp_fast(in.md, std::move(b), std::move(layout), in.M,
+                                       remat::detail::dp_branches::tape_and_checkpoint, 1);
     benchmark::DoNotOptimize(t.get(0, in.md.L, in.M));
   }
   state.counters["table_bytes"] = bytes;

@@ -45,7 +45,8 @@ inline std::size_t physical_memory_bytes() noexcept {
 #if defined(_SC_PHYS_PAGES) && defined(_SC_PAGE_SIZE)
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGE_SIZE);
-  if (pages > 0 && page > 0) return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page);
+  if (pages > 0 && page > 0)
+    return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page);
 #endif
   return 0;
 }
@@ -102,8 +103,7 @@ struct fast_table {
     const size_type tape_ops =
         std::max(md.x[at(l + 1)] + md.xb[at(i + 1)] + md.ft[at(i)],
                  md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] + md.bt[at(i)]);
-    if (branches == dp_branches::tape_and_checkpoint && m >= tape_ops &&
-        m >= md.xb[at(i + 1)]) {
+    if (branches == dp_branches::tape_and_checkpoint && m >= tape_ops && m >= md.xb[at(i + 1)]) {
       const double rest = get(i + 1, l, m - md.xb[at(i + 1)]);
       if (rest < infinite_time) {
         best = md.fw[at(i)] + md.bw[at(i)] + rest;
@@ -152,10 +152,10 @@ namespace fast {
 
 // What a cell needs to know of its checkpoint branch at j.
 struct branch {
-  size_type from = 0;   // the least m where it is finite (`unreachable`: nowhere up to M)
-  size_type r_lo = 0;   // OPT(j, l, m - x_j) is stored from m = r_lo on ...
-  size_type r_st = 0;   // ... and is S(j, l) from m = r_st on
-  size_type l_lo = 0;   // the same for OPT(i, j-1, m)
+  size_type from = 0;  // the least m where it is finite (`unreachable`: nowhere up to M)
+  size_type r_lo = 0;  // OPT(j, l, m - x_j) is stored from m = r_lo on ...
+  size_type r_st = 0;  // ... and is S(j, l) from m = r_st on
+  size_type l_lo = 0;  // the same for OPT(i, j-1, m)
   size_type l_st = 0;
   std::size_t first_block = 0;  // the cell's first block (index from its own first) it reaches
   const double* r = nullptr;
@@ -170,12 +170,12 @@ struct branch {
 };
 
 struct scratch {
-  std::vector<double> best;         // [m - need] of the cell being computed
-  std::vector<branch> branches;     // [j - i - 1]
-  std::vector<double> floor;        // [j - i - 1][block]: the branches' lower bounds
-  std::vector<double> least;        // [block]: the least bound of any branch
-  std::vector<std::uint32_t> first; // [block]: the branch with that bound
-  std::vector<double> block_best;   // [block]: best at the block's first m
+  std::vector<double> best;          // [m - need] of the cell being computed
+  std::vector<branch> branches;      // [j - i - 1]
+  std::vector<double> floor;         // [j - i - 1][block]: the branches' lower bounds
+  std::vector<double> least;         // [block]: the least bound of any branch
+  std::vector<std::uint32_t> first;  // [block]: the branch with that bound
+  std::vector<double> block_best;    // [block]: best at the block's first m
 };
 
 // best[k] = min(best[k], (acc + r[k]) + lf[k]) for k in [0, n); r (lf) is the constant rc (lc)
@@ -235,7 +235,9 @@ class dp {
       prepare(i, l, i + 1 + static_cast<std::int32_t>(k), forward, a, b, s.branches[k]);
     }
     // The first m of block q and the last.
-    auto block_lo = [&](std::size_t q) { return std::max(a, (b0 + static_cast<size_type>(q)) * block); };
+    auto block_lo = [&](std::size_t q) {
+      return std::max(a, (b0 + static_cast<size_type>(q)) * block);
+    };
     auto block_hi = [&](std::size_t q) {
       return std::min(b, (b0 + static_cast<size_type>(q)) * block + block - 1);
     };
@@ -325,8 +327,8 @@ class dp {
     }
   }
 
-  void prepare(std::int32_t i, std::int32_t l, std::int32_t j, double acc, size_type a,
-               size_type b, branch& br) const {
+  void prepare(std::int32_t i, std::int32_t l, std::int32_t j, double acc, size_type a, size_type b,
+               branch& br) const {
     const interval_info& right = info_[interval_index(md_.L, j, l)];
     const interval_info& left = info_[interval_index(md_.L, i, j - 1)];
     br.acc = acc;
@@ -354,8 +356,8 @@ class dp {
     br.first_block = static_cast<std::size_t>(q0);
     const size_type shift_blocks = shift / block;
     // Relative to block 0 of the cell they may be negative (never read there).
-    br.r_sample = static_cast<std::ptrdiff_t>(right.sample_offset) +
-                  (b0 - shift_blocks - right.need / block);
+    br.r_sample =
+        static_cast<std::ptrdiff_t>(right.sample_offset) + (b0 - shift_blocks - right.need / block);
     br.l_sample = static_cast<std::ptrdiff_t>(left.sample_offset) + (b0 - left.need / block);
   }
 
@@ -459,7 +461,8 @@ inline fast_table optimal_dp_fast(const model& md, interval_bounds bounds, fast_
   if (workers == 1) {
     fast::scratch s = new_scratch();
     for (std::int32_t g = 0; g < groups; ++g)
-      group(g, s, [](std::int32_t, std::int32_t) {}, [](std::int32_t, std::int32_t) {});
+      group(
+          g, s, [](std::int32_t, std::int32_t) {}, [](std::int32_t, std::int32_t) {});
     return t;
   }
   // progress[g]: the least row i whose cells in group g are done (past the group before any).

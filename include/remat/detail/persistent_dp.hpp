@@ -149,9 +149,9 @@ inline std::vector<size_type> persistent_need_fast(const model& md, dp_branches 
       if (i == L) {
         need = d(md.x[at(L)] + md.bt[at(L)]);
       } else {
-        const double tape_ops = d(std::max(md.x[at(l + 1)] + md.xb[at(i + 1)] + md.ft[at(i)],
-                                           md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] +
-                                               md.bt[at(i)]));
+        const double tape_ops =
+            d(std::max(md.x[at(l + 1)] + md.xb[at(i + 1)] + md.ft[at(i)],
+                       md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] + md.bt[at(i)]));
         if (i == l) {
           need = tape_ops;
         } else {
@@ -186,7 +186,8 @@ inline std::vector<size_type> persistent_need_fast(const model& md, dp_branches 
 // The least m at which OPT(i, l, m) is finite, for every interval.
 constexpr std::vector<size_type> persistent_need(
     const model& md, dp_branches branches = dp_branches::tape_and_checkpoint) {
-  if (!std::is_constant_evaluated() && need_in_doubles(md)) return persistent_need_fast(md, branches);
+  if (!std::is_constant_evaluated() && need_in_doubles(md))
+    return persistent_need_fast(md, branches);
   return least_peak_dp(md, branches).need;
 }
 

@@ -39,8 +39,7 @@ struct optimal_table {
   std::vector<std::int32_t> choice;  // 0: tape branch or base case, j > 0: checkpoint at j
 
   constexpr std::size_t at(std::int32_t i, std::int32_t l, size_type m) const noexcept {
-    return interval_index(L, i, l) * static_cast<std::size_t>(M + 1) +
-           static_cast<std::size_t>(m);
+    return interval_index(L, i, l) * static_cast<std::size_t>(M + 1) + static_cast<std::size_t>(m);
   }
 };
 
@@ -90,7 +89,8 @@ constexpr void optimal_cell(const model& md, optimal_table& t, const interval_bo
       for (std::int32_t j = i + 1; j <= l; ++j) {
         forward += md.fw[at(j - 1)];
         if (m < md.x[at(j)]) continue;
-        const double v = forward + t.value[t.at(j, l, m - md.x[at(j)])] + t.value[t.at(i, j - 1, m)];
+        const double v =
+            forward + t.value[t.at(j, l, m - md.x[at(j)])] + t.value[t.at(i, j - 1, m)];
         if (v < best) {
           best = v;
           choice = j;
@@ -261,9 +261,10 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
     const unsigned threads = dp_threads(options.threads);
     const double bytes = fast_table_bytes(layout, md.L, M, threads);
     const std::size_t limit = options.max_table_bytes.value_or(default_table_limit());
-    if (bytes > static_cast<double>(limit)) throw_table_too_large(md.L, M, bytes, limit, name(which));
-    const fast_table t = optimal_dp_fast(md, std::move(bounds), std::move(layout), M, branches,
-                                         threads);
+    if (bytes > static_cast<double>(limit))
+      throw_table_too_large(md.L, M, bytes, limit, name(which));
+    const fast_table t =
+        optimal_dp_fast(md, std::move(bounds), std::move(layout), M, branches, threads);
     makespan = t.get(0, md.L, M);
     if (!(makespan < infinite_time)) overflow();
     ops = persistent_ops(md, 0, md.L, M, [&](std::int32_t i, std::int32_t l, size_type m) {

@@ -48,10 +48,9 @@ fast_table fast_dp(const model& md, size_type M, dp_branches branches, unsigned 
 }
 
 std::vector<remat::op> fast_ops(const model& md, const fast_table& t, size_type m) {
-  return remat::detail::persistent_ops(md, 0, md.L, m,
-                                       [&](std::int32_t i, std::int32_t l, size_type cm) {
-                                         return t.choice_at(md, i, l, cm);
-                                       });
+  return remat::detail::persistent_ops(
+      md, 0, md.L, m,
+      [&](std::int32_t i, std::int32_t l, size_type cm) { return t.choice_at(md, i, l, cm); });
 }
 
 // Every cell of the two tables; returns the number of cells that differ.
@@ -128,7 +127,8 @@ TEST_CASE("property: solve_optimal's schedule is the reference's, whatever the t
     chain c = remat::testing::random_chain(rng, o);
     roughen_times(c, rng);
     INFO(remat::testing::chain_text(c));
-    const size_type top = remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length()))).peak_memory;
+    const size_type top =
+        remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length()))).peak_memory;
     const size_type budget = std::uniform_int_distribution<size_type>(top / 3, top + 10)(rng);
     const size_type slots = std::uniform_int_distribution<size_type>(20, 80)(rng);
     CAPTURE(budget);
@@ -141,11 +141,12 @@ TEST_CASE("property: solve_optimal's schedule is the reference's, whatever the t
     if (!one.feasible) continue;
     ++feasible;
     const model md = remat::detail::make_model(c, one.unit);
-    const size_type M = std::min(budget / one.unit,
-                                 remat::simulate(remat::detail::to_chain(md),
-                                                 remat::store_all_ops(static_cast<std::int32_t>(c.length())))
-                                     .peak_memory) -
-                        md.x[0];
+    const size_type M =
+        std::min(budget / one.unit,
+                 remat::simulate(remat::detail::to_chain(md),
+                                 remat::store_all_ops(static_cast<std::int32_t>(c.length())))
+                     .peak_memory) -
+        md.x[0];
     const optimal_table ref = remat::detail::optimal_dp_reference(md, M);
     CHECK(one.plan.ops == remat::detail::optimal_ops(md, ref, 0, md.L, M));
     CHECK(one.plan.makespan == ref.value[ref.at(0, md.L, M)]);
@@ -193,8 +194,7 @@ TEST_CASE("the table-memory guard refuses before allocating, with a clear messag
   const remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
       md, remat::detail::persistent_need(md), dp_branches::tape_and_checkpoint);
   const remat::detail::fast_layout layout = remat::detail::make_fast_layout(b, md.L, M);
-  const auto bytes =
-      static_cast<std::size_t>(remat::detail::fast_table_bytes(layout, md.L, M, 2));
+  const auto bytes = static_cast<std::size_t>(remat::detail::fast_table_bytes(layout, md.L, M, 2));
   CHECK(bytes > layout.entries * sizeof(double));
   CHECK(remat::solve_optimal(c, budget, {.slots = 300, .max_table_bytes = bytes, .threads = 2})
             .plan == fits.plan);
