@@ -2,16 +2,22 @@
 // fuzzer can drive them in-process. The contract is docs/chain-format.md, "remat-solve".
 #pragma once
 
+#include "sweep_output.hpp"
+
 #include <remat/io/chain_json.hpp>
 #include <remat/solve.hpp>
+#include <remat/sweep.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <new>
@@ -21,6 +27,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace remat::tools {
@@ -79,8 +86,17 @@ inline std::string usage_text() {
   text += "                   (default " + std::to_string(default_slots) +
           "); 'exact' uses the sizes as given\n";
   text +=
-      "  --json           print one JSON object instead of the report\n"
-      "  --sweep, --info  not implemented yet\n"
+      "  --json           print one JSON object instead of the report (also with --info)\n"
+      "  --sweep          solve at evenly spaced budgets, from the least at which the optimal\n"
+      "                   solver finds a schedule to the peak of storing everything; print\n"
+      "                   makespan, ratio to store-all and peak for each budget and solver\n"
+      "  --points N       how many budgets (default 20, at least 2)\n"
+      "  --solver A,B,..  the solvers to sweep (default: every solver; exhaustive only on\n"
+      "                   chains it accepts)\n"
+      "  --csv FILE       also write the sweep as CSV\n"
+      "  --plot FILE.svg  also draw it: makespan over store-all against budget over store-all\n"
+      "  --info           the chain's stages, input size, store-all peak and makespan, least\n"
+      "                   feasible budget, and the most memory a single stage needs\n"
       "  --help           print this help\n"
       "\n"
       "Exit status: 0 a schedule was found, 1 no schedule fits the budget, 2 bad usage or bad\n"
@@ -252,16 +268,20 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
   if (req.csv && req.csv->empty()) throw usage_error("--csv needs a file name");
   if (req.plot && req.plot->empty()) throw usage_error("--plot needs a file name");
 
-  if (req.what == command::solve) {
+  const auto given = [&](std::string_view o) {
+    return std::find(seen.begin(), seen.end(), o) != seen.end();
+  };
+  if (req.what != command::sweep) {
     for (const std::string_view sweep_only : {"--points", "--csv", "--plot"})
-      if (std::find(seen.begin(), seen.end(), sweep_only) != seen.end())
+      if (given(sweep_only))
         throw usage_error(std::string(sweep_only) + " applies only to --sweep");
   }
-  if (req.what == command::info) {
-    for (const std::string_view solve_only : {"--json", "--slots", "--solver"})
-      if (std::find(seen.begin(), seen.end(), solve_only) != seen.end())
-        throw usage_error(std::string(solve_only) + " does not apply to --info");
-  }
+  if (req.what == command::info && given("--solver"))
+    throw usage_error("--solver does not apply to --info");
+  if (req.what == command::sweep && given("--json"))
+    throw usage_error("--json does not apply to --sweep (use --csv FILE)");
+  if (req.points && *req.points < 2)
+    throw usage_error("--points '" + std::string(*points) + "': a sweep needs at least 2 budgets");
   return req;
 }
 
@@ -501,9 +521,357 @@ inline std::string format_report(const solve_report& rep) {
   return out;
 }
 
+/// What `--info` reports: the chain's size and the two ends of its time-memory trade-off.
+struct info_report {
+  const io::chain_file* file = nullptr;
+  size_type slots = default_slots;
+  replay_result store_all;  ///< the store-all schedule replayed
+  /// The least budget of `optimal` with `slots`, and the least persistent peak on exact sizes
+  /// (`min-memory`); `solve_result::no_budget` when there is none.
+  size_type min_budget = solve_result::no_budget;
+  size_type min_budget_exact = solve_result::no_budget;
+  /// The most memory one stage needs on its own (`stage_requirement`), and which stage (L: the
+  /// loss).
+  size_type largest_requirement = 0;
+  std::size_t largest_stage = 0;
+};
+
+/// The memory stage `k` needs whatever the schedule: the peak of storing everything on the chain
+/// of that stage alone (its input, the stage, a free loss), which is the larger of F_all(k)
+/// (input, tape, forward overhead) and B(k) (input, tape, incoming and outgoing gradients,
+/// backward overhead); every schedule of the chain runs both with at least that much held. For
+/// `k` = L, the loss: its input and its gradient, and its overhead.
+inline size_type stage_requirement(const chain& c, std::size_t k) {
+  if (k == c.length()) {
+    const size_type x = c.stages.back().output_size;
+    return x + x + c.loss_overhead;
+  }
+  chain alone;
+  alone.input_size = k == 0 ? c.input_size : c.stages[k - 1].output_size;
+  alone.stages = {c.stages[k]};
+  const std::vector<op> ops = store_all_ops(1);
+  return simulate(alone, std::span<const op>(ops)).peak_memory;
+}
+
+inline info_report compute_info(const io::chain_file& file, const solve_request& req) {
+  info_report rep;
+  rep.file = &file;
+  rep.slots = req.slots;
+  const chain& c = file.chain;
+  const std::vector<op> all = store_all_ops(static_cast<std::int32_t>(c.length()));
+  rep.store_all = simulate(c, std::span<const op>(all));
+  // The least budget does not depend on the budget asked for; 0 builds no table.
+  rep.min_budget = solve_optimal(c, 0, {.slots = req.slots}).min_feasible_budget;
+  rep.min_budget_exact = solve_min_memory(c, 0).min_feasible_budget;
+  for (std::size_t k = 0; k <= c.length(); ++k) {
+    const size_type need = stage_requirement(c, k);
+    if (need > rep.largest_requirement || k == 0) {
+      rep.largest_requirement = need;
+      rep.largest_stage = k;
+    }
+  }
+  return rep;
+}
+
+namespace detail {
+
+inline nlohmann::ordered_json budget_or_null(size_type b) {
+  return b == solve_result::no_budget ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(b);
+}
+
+inline std::string stage_label(const io::chain_file& f, std::size_t k) {
+  if (k == f.chain.length()) return "the loss";
+  if (k < f.stage_names.size() && !f.stage_names[k].empty())
+    return "stage " + std::to_string(k) + " (" + printable(f.stage_names[k]) + ")";
+  return "stage " + std::to_string(k);
+}
+
+inline std::string chain_line(const io::chain_file& f) {
+  const std::size_t L = f.chain.length();
+  std::string units;
+  if (!f.time_unit.empty()) units += "time in " + printable(f.time_unit);
+  if (!f.memory_unit.empty())
+    units += (units.empty() ? "" : ", ") + ("memory in " + printable(f.memory_unit));
+  std::string text = std::to_string(L) + (L == 1 ? " stage" : " stages");
+  if (!units.empty()) text += "; " + units;
+  return f.name.empty() ? text : printable(f.name) + " (" + text + ")";
+}
+
+inline std::string slots_text(size_type slots) {
+  return slots == exact_units ? std::string("--slots exact") : "--slots " + std::to_string(slots);
+}
+
+}  // namespace detail
+
+/// `--info --json`: one object on one line.
+inline std::string format_info_json(const info_report& rep) {
+  const io::chain_file& f = *rep.file;
+  nlohmann::ordered_json j;
+  j["name"] = f.name;
+  j["stages"] = f.chain.length();
+  j["input_size"] = f.chain.input_size;
+  j["store_all_makespan"] = rep.store_all.makespan;
+  j["store_all_memory"] = rep.store_all.peak_memory;
+  j["slots"] = rep.slots == exact_units ? nlohmann::ordered_json("exact")
+                                        : nlohmann::ordered_json(rep.slots);
+  j["min_feasible_budget"] = detail::budget_or_null(rep.min_budget);
+  j["min_feasible_budget_exact"] = detail::budget_or_null(rep.min_budget_exact);
+  j["largest_stage_memory"] = rep.largest_requirement;
+  j["largest_stage"] = rep.largest_stage;
+  return j.dump() + '\n';
+}
+
+/// `--info` for a person.
+inline std::string format_info(const info_report& rep) {
+  using detail::format_memory;
+  const io::chain_file& f = *rep.file;
+  const std::string& mu = f.memory_unit;
+  const auto share = [&](size_type v) {
+    return rep.store_all.peak_memory > 0
+               ? ", " +
+                     detail::percent(static_cast<double>(v),
+                                     static_cast<double>(rep.store_all.peak_memory)) +
+                     " of store-all"
+               : std::string();
+  };
+  std::string out;
+  const auto line = [&](std::string_view key, const std::string& text) {
+    std::string l(key);
+    l.resize(15, ' ');
+    out += l + text + '\n';
+  };
+  line("chain", detail::chain_line(f));
+  line("input", format_memory(f.chain.input_size, mu));
+  line("store-all", "makespan " + detail::format_time(rep.store_all.makespan, f.time_unit) +
+                        ", peak " + format_memory(rep.store_all.peak_memory, mu));
+  if (rep.min_budget == solve_result::no_budget)
+    line("min budget", "none for optimal with " + detail::slots_text(rep.slots) +
+                           "; try more slots or --slots exact");
+  else
+    line("min budget", format_memory(rep.min_budget, mu) + share(rep.min_budget) +
+                           ", for optimal with " + detail::slots_text(rep.slots));
+  if (rep.min_budget_exact != solve_result::no_budget)
+    line("", format_memory(rep.min_budget_exact, mu) + share(rep.min_budget_exact) +
+                 ", on exact sizes (min-memory)");
+  line("largest stage", format_memory(rep.largest_requirement, mu) +
+                            share(rep.largest_requirement) + ", " +
+                            detail::stage_label(f, rep.largest_stage) + " alone");
+  line("", "(its forward with tape and its backward: no schedule fits in less)");
+  return out;
+}
+
+/// The solvers `--sweep` runs: those asked for, or every solver but `exhaustive` on chains too
+/// long for it (then `note` says so).
+inline std::vector<remat::solver> sweep_solvers(const solve_request& req, const chain& c,
+                                                std::string& note) {
+  if (!req.solvers.empty()) return req.solvers;
+  std::vector<remat::solver> out;
+  for (const remat::solver s : all_solvers) {
+    if (s == remat::solver::exhaustive && c.length() > exhaustive_max_stages) {
+      note = "remat-solve: --sweep leaves out exhaustive: the chain has " +
+             std::to_string(c.length()) + " stages, more than its limit of " +
+             std::to_string(exhaustive_max_stages) + "\n";
+      continue;
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+/// The sweep as a table: one row per budget and solver, then each solver's least budget.
+inline std::string format_sweep(const io::chain_file& f, const sweep_result& s, size_type slots) {
+  using detail::format_memory;
+  const std::string& mu = f.memory_unit;
+  const std::string& tu = f.time_unit;
+  std::string out;
+  const auto line = [&](std::string_view key, const std::string& text) {
+    std::string l(key);
+    l.resize(11, ' ');
+    out += l + text + '\n';
+  };
+  const auto fraction = [&](size_type b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f%%", 100 * memory_fraction(s, b));
+    return std::string(buf);
+  };
+  line("chain", detail::chain_line(f));
+  line("store-all", "makespan " + detail::format_time(s.store_all_makespan, tu) + ", peak " +
+                        format_memory(s.store_all_memory, mu));
+  line("budgets", std::to_string(s.budgets.size()) + ", evenly spaced from " +
+                      format_memory(s.budgets.front(), mu) + ", " + fraction(s.budgets.front()) +
+                      " of store-all,");
+  line("", "the least for optimal with " + detail::slots_text(slots) + ", to " +
+               format_memory(s.budgets.back(), mu));
+  out += '\n';
+
+  using row = std::vector<std::string>;
+  std::vector<row> rows;
+  const std::string time_head =
+      tu.empty() ? "makespan" : "makespan (" + detail::printable(tu) + ")";
+  const std::string memory_head = mu.empty() ? "" : " (" + detail::printable(mu) + ")";
+  rows.push_back(
+      {"budget" + memory_head, "of store-all", "solver", time_head, "ratio", "peak" + memory_head});
+  for (std::size_t k = 0; k < s.budgets.size(); ++k) {
+    for (std::size_t n = 0; n < s.series.size(); ++n) {
+      const sweep_series& series = s.series[n];
+      const solve_result& r = series.results[k];
+      row cells;
+      cells.push_back(n == 0 ? std::to_string(s.budgets[k]) : "");
+      cells.push_back(n == 0 ? fraction(s.budgets[k]) : "");
+      cells.emplace_back(name(series.solver));
+      if (r.feasible) {
+        const double ratio = time_ratio(s, r.plan.makespan);
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.4f", ratio);
+        cells.push_back(detail::format_time(r.plan.makespan, ""));
+        cells.emplace_back(std::isnan(ratio) ? "-" : buf);
+        cells.push_back(std::to_string(r.plan.peak_memory));
+      } else {
+        cells.insert(cells.end(), {"infeasible", "-", "-"});
+      }
+      rows.push_back(std::move(cells));
+    }
+  }
+  // Numbers right-aligned, the solver name left-aligned.
+  std::vector<std::size_t> width(rows.front().size(), 0);
+  for (const row& r : rows)
+    for (std::size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    std::string text;
+    for (std::size_t c = 0; c < rows[k].size(); ++c) {
+      const std::string& cell = rows[k][c];
+      const std::string pad(width[c] - cell.size(), ' ');
+      text += (c == 0 ? "" : "  ") + (c == 2 ? cell + pad : pad + cell);
+    }
+    while (text.ends_with(' ')) text.pop_back();
+    out += text + '\n';
+    if (k + 1 < rows.size() && k > 0 && k % s.series.size() == 0 && s.series.size() > 1)
+      out += '\n';
+  }
+
+  out += "\nleast budget of each solver (" + detail::slots_text(slots) + " for the DP solvers):\n";
+  std::size_t name_width = 0;
+  for (const sweep_series& series : s.series)
+    name_width = std::max(name_width, name(series.solver).size());
+  for (const sweep_series& series : s.series) {
+    std::string n(name(series.solver));
+    n.resize(name_width, ' ');
+    out += "  " + n + "  " +
+           (series.min_feasible_budget == solve_result::no_budget
+                ? std::string("none")
+                : format_memory(series.min_feasible_budget, mu) + ", " +
+                      fraction(series.min_feasible_budget) + " of store-all") +
+           '\n';
+  }
+  return out;
+}
+
+/// An output file that cannot be written; the message names it.
+class output_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+// An output file, opened (truncated) before the work that fills it, so that a bad path fails at
+// once; removed again unless `commit` wrote it completely.
+class output_file {
+ public:
+  explicit output_file(std::string path) : path_(std::move(path)) {
+    file_ = std::fopen(path_.c_str(), "wb");
+    if (file_ == nullptr)
+      throw output_error("cannot write '" + path_ + "': " + std::strerror(errno));
+  }
+  output_file(const output_file&) = delete;
+  output_file& operator=(const output_file&) = delete;
+  ~output_file() {
+    if (file_ == nullptr) return;
+    std::fclose(file_);
+    std::remove(path_.c_str());
+  }
+  void commit(const std::string& text) {
+    const bool written = std::fwrite(text.data(), 1, text.size(), file_) == text.size();
+    const bool closed = std::fclose(file_) == 0;
+    file_ = nullptr;
+    if (!written || !closed) {
+      std::remove(path_.c_str());
+      throw output_error("cannot write '" + path_ + "'");
+    }
+  }
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace detail
+
+/// `--sweep`: the table for `out`, the CSV and SVG files when asked; with `show_progress`, progress
+/// on `err` when the sweep takes more than a second.
+inline std::string run_sweep(const io::chain_file& file, const solve_request& req,
+                             std::ostream& err, bool show_progress) {
+  std::string note;
+  sweep_options options;
+  options.solvers = sweep_solvers(req, file.chain, note);
+  options.points = req.points ? static_cast<std::size_t>(*req.points) : 20;
+  options.slots = req.slots;
+  std::optional<detail::output_file> csv_file, plot_file;
+  if (req.csv) csv_file.emplace(*req.csv);
+  if (req.plot) plot_file.emplace(*req.plot);
+  err << note;
+
+  using clock = std::chrono::steady_clock;
+  const clock::time_point start = clock::now();
+  clock::time_point shown{};
+  bool showing = false;
+  if (show_progress)
+    options.progress = [&](std::size_t done, std::size_t total) {
+      const clock::time_point now = clock::now();
+      if (now - start < std::chrono::seconds(1)) return;
+      if (showing && done < total && now - shown < std::chrono::milliseconds(250)) return;
+      err << "\rremat-solve: sweep: " << done << "/" << total << " solves" << std::flush;
+      showing = true;
+      shown = now;
+    };
+  sweep_result s;
+  try {
+    s = remat::sweep(file.chain, options);
+  } catch (...) {
+    if (showing) err << '\n';
+    throw;
+  }
+  if (showing) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " in %.1f s\n",
+                  std::chrono::duration<double>(clock::now() - start).count());
+    err << buf;
+  }
+
+  if (req.csv) {
+    std::string csv(sweep_csv_header);
+    csv += '\n';
+    csv += sweep_csv_rows(s);
+    csv_file->commit(csv);
+  }
+  if (req.plot) {
+    const std::string title =
+        (file.name.empty() ? std::string("chain") : detail::printable(file.name)) +
+        ": makespan against memory budget";
+    std::string subtitle = std::to_string(file.chain.length()) + " stages; store-all: makespan " +
+                           detail::format_time(s.store_all_makespan, file.time_unit) + ", peak " +
+                           detail::format_memory(s.store_all_memory, file.memory_unit) + "; " +
+                           detail::slots_text(req.slots) + " for the DP solvers";
+    plot_file->commit(svg::render(sweep_chart(s, title, subtitle)));
+  }
+  return format_sweep(file, s, req.slots);
+}
+
 /// Runs `remat-solve` with `args` (without the program name). Writes the result to `out` only
-/// when it succeeds (exit 0 or 1); every problem goes to `err` with exit status 2.
-inline int run_solve(std::span<const std::string_view> args, std::ostream& out, std::ostream& err) {
+/// when it succeeds (exit 0 or 1); every problem goes to `err` with exit status 2. With
+/// `show_progress` (stderr is a terminal), a sweep longer than a second reports progress on `err`.
+inline int run_solve(std::span<const std::string_view> args, std::ostream& out, std::ostream& err,
+                     bool show_progress = false) {
   constexpr int found = 0, does_not_fit = 1, bad_input = 2;
   try {
     const solve_request req = parse_arguments(args);
@@ -511,12 +879,16 @@ inline int run_solve(std::span<const std::string_view> args, std::ostream& out, 
       out << usage_text();
       return found;
     }
-    if (req.what != command::solve) {
-      err << "remat-solve: " << (req.what == command::sweep ? "--sweep" : "--info")
-          << " is not implemented yet\n";
-      return bad_input;
-    }
     const io::chain_file file = io::read_chain_file(req.chain_path);
+    if (req.what == command::info) {
+      const info_report rep = compute_info(file, req);
+      out << (req.json ? format_info_json(rep) : format_info(rep));
+      return found;
+    }
+    if (req.what == command::sweep) {
+      out << run_sweep(file, req, err, show_progress);
+      return found;
+    }
     const solve_report rep = compute_report(file, req);
     // Built completely before anything is written, so a failure leaves stdout empty.
     const std::string text = req.json ? format_json(rep) : format_report(rep);
@@ -527,6 +899,8 @@ inline int run_solve(std::span<const std::string_view> args, std::ostream& out, 
   } catch (const io::chain_file_error& e) {
     err << "remat-solve: " << e.what() << '\n';
   } catch (const solver_error& e) {
+    err << "remat-solve: " << e.what() << '\n';
+  } catch (const output_error& e) {
     err << "remat-solve: " << e.what() << '\n';
   } catch (const std::bad_alloc&) {
     err << "remat-solve: out of memory\n";

@@ -9,7 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -44,9 +48,12 @@ std::string shell_quote(const std::string& s) {
 // Runs remat-solve with `args`, capturing its exit status, stdout and stderr.
 // A directory for the captured output, removed at exit.
 struct scratch_dir {
-  fs::path path = fs::temp_directory_path() /
-                  ("remat-solve-test-" + std::to_string(static_cast<long>(::getpid())));
-  scratch_dir() { fs::create_directories(path); }
+  fs::path path;
+  explicit scratch_dir(const std::string& tag = "test")
+      : path(fs::temp_directory_path() /
+             ("remat-solve-" + tag + "-" + std::to_string(static_cast<long>(::getpid())))) {
+    fs::create_directories(path);
+  }
   ~scratch_dir() {
     std::error_code ec;
     fs::remove_all(path, ec);
@@ -85,6 +92,96 @@ void check_usage_error(const std::vector<std::string>& args, const std::string& 
   CHECK(r.status == 2);
   CHECK(r.out.empty());
   CHECK(r.err == "remat-solve: " + message + "\nTry 'remat-solve --help' for more information.\n");
+}
+
+// %.6g, as remat-solve prints times.
+std::string six_digits(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// "" when `doc` is well-formed XML as remat-solve writes it (a declaration, one root element,
+// elements properly nested, attributes quoted, only the five predefined entities), else what is
+// wrong. No DTD, comments, CDATA or processing instructions besides the declaration.
+std::string well_formed_xml(const std::string& doc) {
+  std::vector<std::string> open;
+  std::size_t i = 0;
+  bool root_seen = false;
+  const auto name_char = [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '-' || ch == '_' ||
+           ch == ':' || ch == '.';
+  };
+  const auto entity_ok = [&](std::size_t at) {
+    for (const char* e : {"&amp;", "&lt;", "&gt;", "&quot;", "&apos;"})
+      if (doc.compare(at, std::strlen(e), e) == 0) return true;
+    return false;
+  };
+  if (doc.starts_with("<?xml")) {
+    i = doc.find("?>");
+    if (i == std::string::npos) return "unterminated declaration";
+    i += 2;
+  }
+  while (i < doc.size()) {
+    if (doc[i] != '<') {
+      if (doc[i] == '&' && !entity_ok(i)) return "bad entity at " + std::to_string(i);
+      if (doc[i] == '>') return "stray '>' at " + std::to_string(i);
+      if (open.empty() && std::isspace(static_cast<unsigned char>(doc[i])) == 0)
+        return "text outside the root at " + std::to_string(i);
+      ++i;
+      continue;
+    }
+    ++i;
+    const bool closing = i < doc.size() && doc[i] == '/';
+    if (closing) ++i;
+    const std::size_t name_start = i;
+    while (i < doc.size() && name_char(doc[i])) ++i;
+    const std::string tag = doc.substr(name_start, i - name_start);
+    if (tag.empty()) return "a tag without a name at " + std::to_string(name_start);
+    if (closing) {
+      if (open.empty() || open.back() != tag) return "</" + tag + "> closes nothing open";
+      open.pop_back();
+      if (i >= doc.size() || doc[i] != '>') return "bad closing tag </" + tag + ">";
+      ++i;
+      continue;
+    }
+    if (open.empty() && root_seen) return "a second root element <" + tag + ">";
+    root_seen = true;
+    std::vector<std::string> attributes;
+    while (true) {
+      while (i < doc.size() && std::isspace(static_cast<unsigned char>(doc[i])) != 0) ++i;
+      if (i >= doc.size()) return "unterminated tag <" + tag + ">";
+      if (doc.compare(i, 2, "/>") == 0) {
+        i += 2;
+        break;
+      }
+      if (doc[i] == '>') {
+        open.push_back(tag);
+        ++i;
+        break;
+      }
+      const std::size_t a = i;
+      while (i < doc.size() && name_char(doc[i])) ++i;
+      const std::string attribute = doc.substr(a, i - a);
+      if (attribute.empty() || i + 1 >= doc.size() || doc[i] != '=' ||
+          (doc[i + 1] != '"' && doc[i + 1] != '\''))
+        return "bad attribute in <" + tag + "> at " + std::to_string(a);
+      if (std::find(attributes.begin(), attributes.end(), attribute) != attributes.end())
+        return "attribute " + attribute + " twice in <" + tag + ">";
+      attributes.push_back(attribute);
+      const char quote = doc[i + 1];
+      const std::size_t end = doc.find(quote, i + 2);
+      if (end == std::string::npos) return "unterminated attribute value in <" + tag + ">";
+      for (std::size_t k = i + 2; k < end; ++k) {
+        if (doc[k] == '<') return "'<' in an attribute value of <" + tag + ">";
+        if (doc[k] == '&' && !entity_ok(k)) return "bad entity in <" + tag + ">";
+      }
+      i = end + 1;
+    }
+  }
+  if (!open.empty()) return "<" + open.back() + "> is never closed";
+  if (!root_seen) return "no root element";
+  return "";
 }
 
 }  // namespace
@@ -271,9 +368,21 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     check_usage_error({tiny, "--budget", "5", "--points", "10"},
                       "--points applies only to --sweep");
     check_usage_error({tiny, "--budget", "5", "--csv", "out.csv"}, "--csv applies only to --sweep");
-    check_usage_error({tiny, "--info", "--json"}, "--json does not apply to --info");
+    check_usage_error({tiny, "--info", "--solver", "optimal"}, "--solver does not apply to --info");
+    check_usage_error({tiny, "--info", "--plot", "x.svg"}, "--plot applies only to --sweep");
+    check_usage_error({tiny, "--sweep", "--json"},
+                      "--json does not apply to --sweep (use --csv FILE)");
     check_usage_error({tiny, "--sweep", "--points", "-3"},
                       "--points '-3': must be a positive integer");
+    check_usage_error({tiny, "--sweep", "--points", "1"},
+                      "--points '1': a sweep needs at least 2 budgets");
+    check_usage_error(
+        {tiny, "--sweep", "--solver", "optimal,,store-all"}, "unknown solver '' (known: " + [] {
+          std::string all;
+          for (const remat::solver s : remat::all_solvers)
+            all += (all.empty() ? "" : ", ") + std::string(remat::name(s));
+          return all;
+        }() + ")");
 
     // `--opt=value` is the same as `--opt value`; `--` ends the options.
     CHECK(run({tiny, "--budget=45MB", "--json"}).out ==
@@ -281,18 +390,198 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     CHECK(run({"--budget", "45MB", "--json", "--", tiny}).status == 0);
   }
 
-  TEST_CASE("--sweep and --info are accepted but say they are not implemented") {
-    for (const std::vector<std::string>& args :
-         {std::vector<std::string>{tiny, "--sweep"},
-          std::vector<std::string>{tiny, "--sweep", "--points", "20", "--solver",
-                                   "optimal,store-all", "--csv", "x.csv", "--plot", "x.svg"},
-          std::vector<std::string>{tiny, "--info"}}) {
-      const run_result r = run(args);
-      CHECK(r.status == 2);
-      CHECK(r.out.empty());
-      CHECK(r.err == std::string("remat-solve: ") + (args[1] == "--info" ? "--info" : "--sweep") +
-                         " is not implemented yet\n");
+  TEST_CASE("--sweep: the golden table of a small chain, every solver") {
+    const run_result r = run({tiny, "--sweep", "--points", "5"});
+    CHECK(r.status == 0);
+    CHECK(r.err.empty());
+    const std::string expected = slurp(data / "tools" / "tiny-mlp-sweep-5.txt");
+    REQUIRE(!expected.empty());
+    CHECK(r.out == expected);
+  }
+
+  TEST_CASE("--sweep --csv --plot: a CSV with a row per budget and solver, a well-formed SVG") {
+    const scratch_dir dir("sweep");
+    const std::string csv = (dir.path / "sweep.csv").string();
+    const std::string svg = (dir.path / "sweep.svg").string();
+    const run_result r = run({resnet, "--sweep", "--slots", "exact", "--points", "12", "--solver",
+                              "optimal,chen-sqrt,revolve,store-all", "--csv", csv, "--plot", svg});
+    CHECK(r.status == 0);
+    CHECK(r.err.empty());
+    CHECK(r.out.starts_with("chain      resnet18-rockmate (13 stages"));
+
+    const remat::io::chain_file f = remat::io::read_chain_file(resnet);
+    const auto all = remat::store_all_ops(static_cast<std::int32_t>(f.chain.length()));
+    const remat::replay_result base = remat::simulate(f.chain, std::span<const remat::op>(all));
+    const long long least =
+        remat::solve_optimal(f.chain, 0, {.slots = remat::exact_units}).min_feasible_budget;
+
+    // The CSV: the header, then 12 budgets x 4 solvers, budgets outer.
+    std::ifstream in(csv);
+    std::string line;
+    REQUIRE(std::getline(in, line));
+    CHECK(line ==
+          "budget,budget_fraction,solver,feasible,makespan,makespan_ratio,peak_memory,"
+          "min_feasible_budget");
+    const std::vector<std::string> solvers = {"optimal", "chen-sqrt", "revolve", "store-all"};
+    std::vector<long long> budgets;
+    int rows = 0;
+    double last_optimal = 1e300;
+    while (std::getline(in, line)) {
+      CAPTURE(line);
+      std::vector<std::string> cells;
+      std::size_t start = 0;
+      while (true) {
+        const std::size_t comma = line.find(',', start);
+        cells.push_back(line.substr(start, comma - start));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+      REQUIRE(cells.size() == 8);
+      const long long budget = std::stoll(cells[0]);
+      CHECK(cells[2] == solvers[static_cast<std::size_t>(rows) % solvers.size()]);
+      if (rows % 4 == 0) budgets.push_back(budget);
+      CHECK(budget == budgets.back());
+      CHECK(std::stod(cells[1]) ==
+            doctest::Approx(static_cast<double>(budget) / static_cast<double>(base.peak_memory)));
+      CHECK((cells[3] == "true" || cells[3] == "false"));
+      if (cells[3] == "true") {
+        const double makespan = std::stod(cells[4]);
+        CHECK(std::stod(cells[5]) == doctest::Approx(makespan / base.makespan));
+        CHECK(std::stoll(cells[6]) <= budget);
+        CHECK(std::stoll(cells[7]) <= budget);
+        if (cells[2] == "optimal") {
+          CHECK(makespan <= last_optimal);  // never slower with more memory
+          last_optimal = makespan;
+        }
+      } else {
+        CHECK(cells[4].empty());
+        CHECK(cells[5].empty());
+        CHECK(cells[6].empty());
+        CHECK(std::stoll(cells[7]) > budget);
+      }
+      ++rows;
     }
+    CHECK(rows == 48);
+    REQUIRE(budgets.size() == 12);
+    CHECK(budgets.front() == least);
+    CHECK(budgets.back() == base.peak_memory);
+
+    // The SVG: well-formed XML, one polyline per solver, the chain's name in the title.
+    const std::string doc = slurp(svg);
+    CHECK(doc.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg "));
+    CHECK(well_formed_xml(doc) == "");
+    std::size_t polylines = 0;
+    for (std::size_t at = doc.find("<polyline"); at != std::string::npos;
+         at = doc.find("<polyline", at + 1))
+      ++polylines;
+    CHECK(polylines == solvers.size());
+    CHECK(doc.find("<title>resnet18-rockmate: makespan against memory budget</title>") !=
+          std::string::npos);
+    for (const std::string& s : solvers) CHECK(doc.find(">" + s + "</text>") != std::string::npos);
+    CHECK(doc.find("memory budget / store-all peak memory") != std::string::npos);
+    CHECK(doc.find("makespan / store-all makespan") != std::string::npos);
+    // And a real XML parser agrees, where python3 is installed.
+    const int parsed = std::system(
+        ("python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); "
+         "sys.exit(0 if r.tag.endswith(\"svg\") else 1)' " +
+         shell_quote(svg) + " >/dev/null 2>&1")
+            .c_str());
+    if (WIFEXITED(parsed) && WEXITSTATUS(parsed) != 127) CHECK(WEXITSTATUS(parsed) == 0);
+  }
+
+  TEST_CASE("--sweep: exhaustive is left out of the default list on long chains, and says so") {
+    const run_result r = run({resnet, "--sweep", "--points", "3", "--slots", "exact"});
+    CHECK(r.status == 0);
+    CHECK(r.err ==
+          "remat-solve: --sweep leaves out exhaustive: the chain has 13 stages, more than its "
+          "limit of 7\n");
+    CHECK(r.out.find("exhaustive") == std::string::npos);
+    for (const remat::solver s : remat::all_solvers)
+      if (s != remat::solver::exhaustive)
+        CHECK(r.out.find(" " + std::string(remat::name(s)) + " ") != std::string::npos);
+    // Asked for by name, it refuses the chain as --budget does.
+    const run_result e = run({resnet, "--sweep", "--solver", "optimal,exhaustive"});
+    CHECK(e.status == 2);
+    CHECK(e.out.empty());
+    CHECK(e.err.starts_with("remat-solve: exhaustive: the chain has 13 stages"));
+    // A file that cannot be written: exit 2, nothing on stdout.
+    const run_result w = run({tiny, "--sweep", "--csv", (data / "no-such-dir" / "x.csv").string()});
+    CHECK(w.status == 2);
+    CHECK(w.out.empty());
+    CHECK(w.err == "remat-solve: cannot write '" + (data / "no-such-dir" / "x.csv").string() +
+                       "': No such file or directory\n");
+  }
+
+  TEST_CASE("--info: the figures of the simulator and of the optimal solver, text and JSON") {
+    for (const std::string& path : {tiny, resnet}) {
+      CAPTURE(path);
+      const remat::io::chain_file f = remat::io::read_chain_file(path);
+      const remat::chain& c = f.chain;
+      const auto L = static_cast<std::int32_t>(c.length());
+      const auto all = remat::store_all_ops(L);
+      const remat::replay_result base = remat::simulate(c, std::span<const remat::op>(all));
+      const long long least = remat::solve_optimal(c, 0).min_feasible_budget;
+      const long long least_exact =
+          remat::solve_optimal(c, 0, {.slots = remat::exact_units}).min_feasible_budget;
+      // The largest single-stage need, from MODEL.md's op table: F_all(k) holds its input and its
+      // tape with its overhead; B(k) its input, the tape, g_{k+1}, g_k and its overhead; the loss
+      // a_L (or t_L), g_L and its overhead.
+      long long largest = 0;
+      std::size_t largest_stage = 0;
+      for (std::size_t k = 0; k <= c.length(); ++k) {
+        long long need = 0;
+        if (k == c.length()) {
+          need = 2 * c.stages.back().output_size + c.loss_overhead;
+        } else {
+          const remat::stage& s = c.stages[k];
+          const long long x = k == 0 ? c.input_size : c.stages[k - 1].output_size;
+          need = std::max(x + s.tape_size + s.forward_overhead,
+                          x + s.tape_size + s.output_size + x + s.backward_overhead);
+        }
+        if (need > largest) {
+          largest = need;
+          largest_stage = k;
+        }
+      }
+      // No schedule fits below it: the least persistent budget does not.
+      CHECK(largest <= least_exact);
+
+      const run_result info = run({path, "--info", "--json"});
+      CHECK(info.status == 0);
+      CHECK(info.err.empty());
+      const nlohmann::ordered_json j = nlohmann::ordered_json::parse(info.out);
+      std::vector<std::string> keys;
+      for (const auto& item : j.items()) keys.push_back(item.key());
+      CHECK(keys == std::vector<std::string>{"name", "stages", "input_size", "store_all_makespan",
+                                             "store_all_memory", "slots", "min_feasible_budget",
+                                             "min_feasible_budget_exact", "largest_stage_memory",
+                                             "largest_stage"});
+      CHECK(j["name"] == f.name);
+      CHECK(j["stages"] == c.length());
+      CHECK(j["input_size"] == c.input_size);
+      CHECK(j["store_all_makespan"].get<double>() == base.makespan);
+      CHECK(j["store_all_memory"].get<long long>() == base.peak_memory);
+      CHECK(j["slots"] == 500);
+      CHECK(j["min_feasible_budget"].get<long long>() == least);
+      CHECK(j["min_feasible_budget_exact"].get<long long>() == least_exact);
+      CHECK(j["largest_stage_memory"].get<long long>() == largest);
+      CHECK(j["largest_stage"].get<std::size_t>() == largest_stage);
+
+      const nlohmann::json e = run_json({path, "--info", "--json", "--slots", "exact"}, 0);
+      CHECK(e["slots"] == "exact");
+      CHECK(e["min_feasible_budget"].get<long long>() == least_exact);
+
+      const run_result t = run({path, "--info"});
+      CHECK(t.status == 0);
+      CHECK(t.err.empty());
+      CHECK(t.out.find("\nstore-all      makespan " + six_digits(base.makespan)) !=
+            std::string::npos);
+      CHECK(t.out.find("peak " + std::to_string(base.peak_memory)) != std::string::npos);
+      CHECK(t.out.find("\nmin budget     " + std::to_string(least)) != std::string::npos);
+      CHECK(t.out.find("\nlargest stage  " + std::to_string(largest)) != std::string::npos);
+    }
+    const run_result g = run({tiny, "--info"});
+    CHECK(g.out == slurp(data / "tools" / "tiny-mlp-info.txt"));
   }
 
   TEST_CASE("a solver that refuses the request: exit 2 with its reason") {

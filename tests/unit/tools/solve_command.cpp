@@ -5,7 +5,12 @@
 
 #include <doctest/doctest.h>
 
+#include "chain_text.hpp"
+#include "random_chain.hpp"
+
+#include <algorithm>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -172,4 +177,24 @@ TEST_CASE("run_solve: random argument lists answer 0, 1 or 2, and 2 leaves stdou
   CHECK(answered[0] > 0);
   CHECK(answered[1] > 0);
   CHECK(answered[2] > 0);
+}
+
+TEST_CASE("stage_requirement (--info): no schedule at all fits below it, and store-all meets it") {
+  // The exhaustive search's least budget is the least over every op sequence.
+  std::mt19937_64 rng(5);
+  for (int n = 0; n < 300; ++n) {
+    const remat::chain c = remat::testing::random_chain(rng, {.min_stages = 1, .max_stages = 5});
+    INFO(remat::testing::chain_text(c));
+    remat::size_type largest = 0;
+    for (std::size_t k = 0; k <= c.length(); ++k)
+      largest = std::max(largest, remat::tools::stage_requirement(c, k));
+    const remat::size_type least = remat::solve_exhaustive(c, 0).min_feasible_budget;
+    CHECK(largest <= least);
+    // On a one-stage chain with a free loss it is exactly the store-all peak.
+    if (c.length() == 1 && c.loss_overhead == 0) {
+      const auto all = remat::store_all_ops(1);
+      CHECK(remat::tools::stage_requirement(c, 0) ==
+            remat::simulate(c, std::span<const remat::op>(all)).peak_memory);
+    }
+  }
 }

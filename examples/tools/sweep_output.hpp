@@ -1,0 +1,121 @@
+// What remat-solve --sweep and the quality benchmark make of a `remat::sweep_result`: ratios to
+// store-all, CSV rows, and the chart. Private to remat's tools and benchmarks.
+#pragma once
+
+#include "svg_chart.hpp"
+
+#include <remat/sweep.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace remat::tools {
+
+/// `budget` as a fraction of the store-all peak (1 when that peak is 0).
+inline double memory_fraction(const sweep_result& s, size_type budget) {
+  if (s.store_all_memory == 0) return 1;
+  return static_cast<double>(budget) / static_cast<double>(s.store_all_memory);
+}
+
+/// A makespan over the store-all makespan (NaN when that is 0: every time is 0).
+inline double time_ratio(const sweep_result& s, double makespan) {
+  if (!(s.store_all_makespan > 0)) return std::numeric_limits<double>::quiet_NaN();
+  return makespan / s.store_all_makespan;
+}
+
+/// Shortest decimal form that reads back as the same double (%.17g trimmed), for CSV.
+inline std::string exact_number(double v) {
+  char buf[40];
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+/// A CSV field: quoted when it holds a comma, a quote or a line break.
+inline std::string csv_field(std::string_view s) {
+  if (s.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(s);
+  std::string q = "\"";
+  for (const char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
+inline constexpr std::string_view sweep_csv_header =
+    "budget,budget_fraction,solver,feasible,makespan,makespan_ratio,peak_memory,"
+    "min_feasible_budget";
+
+/// One CSV line per (budget, solver), budgets outer, in `sweep_csv_header`'s columns. An
+/// infeasible point has `feasible` false and empty makespan, ratio and peak; a solver with no
+/// feasible budget at all has an empty `min_feasible_budget`. Each line starts with `prefix`.
+inline std::string sweep_csv_rows(const sweep_result& s, std::string_view prefix = {}) {
+  std::string out;
+  for (std::size_t k = 0; k < s.budgets.size(); ++k) {
+    for (const sweep_series& series : s.series) {
+      const solve_result& r = series.results[k];
+      out += std::string(prefix) + std::to_string(s.budgets[k]) + "," +
+             exact_number(memory_fraction(s, s.budgets[k])) + "," +
+             std::string(name(series.solver)) + "," + (r.feasible ? "true" : "false") + ",";
+      if (r.feasible) {
+        const double ratio = time_ratio(s, r.plan.makespan);
+        out += exact_number(r.plan.makespan) + "," +
+               (std::isnan(ratio) ? std::string() : exact_number(ratio)) + "," +
+               std::to_string(r.plan.peak_memory);
+      } else {
+        out += ",,";
+      }
+      out += ",";
+      if (series.min_feasible_budget != solve_result::no_budget)
+        out += std::to_string(series.min_feasible_budget);
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+/// The chart of a sweep: budget over the store-all peak against makespan over the store-all
+/// makespan, one line per solver (its feasible budgets only), `optimal` emphasized.
+inline svg::chart sweep_chart(const sweep_result& s, const std::string& title,
+                              const std::string& subtitle) {
+  svg::chart c;
+  c.title = title;
+  c.subtitle = subtitle;
+  c.x_label = "memory budget / store-all peak memory";
+  c.y_label = "makespan / store-all makespan";
+  c.empty_note = "no schedule in this range";
+  c.always_show = {{memory_fraction(s, s.budgets.front()), 1.0}, {1.0, 1.0}};
+  for (const sweep_series& series : s.series) {
+    svg::series line;
+    line.label = std::string(name(series.solver));
+    line.emphasized = series.solver == solver::optimal;
+    for (std::size_t k = 0; k < s.budgets.size(); ++k) {
+      const solve_result& r = series.results[k];
+      const double ratio = time_ratio(s, r.plan.makespan);
+      if (r.feasible && !std::isnan(ratio))
+        line.points.push_back({memory_fraction(s, s.budgets[k]), ratio});
+    }
+    c.lines.push_back(std::move(line));
+  }
+  // A baseline far off (revolve near the least budget can be 5x slower) would flatten the others:
+  // the axis stops at 2, or 1.5x the optimal solver's worst ratio if that is higher, and the
+  // points beyond are drawn at the edge with their values.
+  double optimal_worst = 1, worst = 1;
+  for (const svg::series& line : c.lines)
+    for (const svg::point& p : line.points) {
+      worst = std::max(worst, p.y);
+      if (line.emphasized) optimal_worst = std::max(optimal_worst, p.y);
+    }
+  const double cap = std::max(2.0, 1.5 * optimal_worst);
+  if (worst > cap) c.y_max = cap;
+  return c;
+}
+
+}  // namespace remat::tools

@@ -1,0 +1,133 @@
+// A budget sweep: several solvers over evenly spaced budgets, from the least budget at which the
+// optimal solver finds a schedule up to the peak of storing everything.
+//
+//   remat::sweep_result s = remat::sweep(chain, {.solvers = {remat::solver::optimal,
+//                                                            remat::solver::chen_sqrt}});
+//   for (std::size_t k = 0; k < s.budgets.size(); ++k)
+//     if (s.series[0].results[k].feasible) use(s.budgets[k], s.series[0].results[k].plan.makespan);
+//
+// The range is that of the trade-off: below the optimal solver's least budget no persistent
+// schedule exists (at the sweep's discretization), and above the store-all peak nothing is faster
+// than storing everything. A budget at which a solver finds nothing is an infeasible result, as
+// `remat::solve` returns it; a solver that refuses the request (`exhaustive` on a long chain, a DP
+// table over its limit) throws `solver_error` from here as from `solve`.
+#pragma once
+
+#include <remat/chain.hpp>
+#include <remat/concepts.hpp>
+#include <remat/schedule.hpp>
+#include <remat/simulate.hpp>
+#include <remat/solve.hpp>
+#include <remat/solver_options.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace remat {
+
+struct sweep_options {
+  /// The solvers to run at every budget, in this order.
+  std::vector<remat::solver> solvers = {solver::optimal};
+  /// How many budgets, at least 2 (fewer when the range has fewer distinct integers).
+  std::size_t points = 20;
+  /// Discretization, table limit and threads of the DP solvers, as in `solve_options`. The
+  /// sweep's lowest budget is the optimal solver's least budget with these slots.
+  size_type slots = default_slots;
+  std::optional<std::size_t> max_table_bytes = std::nullopt;
+  unsigned threads = 1;
+  /// Called after each solve with the number of solves done and the total (budgets x solvers).
+  std::function<void(std::size_t done, std::size_t total)> progress = nullptr;
+};
+
+/// One solver's results, one per budget of the sweep.
+struct sweep_series {
+  remat::solver solver = solver::optimal;
+  std::vector<solve_result> results;
+  /// The least budget at which this solver, with the sweep's options, finds a schedule
+  /// (`solve_result::no_budget` when none does); it may lie outside the sweep's range.
+  size_type min_feasible_budget = solve_result::no_budget;
+};
+
+struct sweep_result {
+  /// Increasing, distinct; the first is the optimal solver's least budget, the last the store-all
+  /// peak (or the first, if rounding to slots puts that least budget above the peak).
+  std::vector<size_type> budgets;
+  double store_all_makespan = 0;  ///< the store-all schedule replayed on the chain
+  size_type store_all_memory = 0;
+  std::vector<sweep_series> series;  ///< one per requested solver, in the requested order
+};
+
+namespace detail {
+
+// `points` budgets from `lo` to `hi`, spaced as evenly as integers allow: lo + floor((hi - lo) *
+// k / (points - 1)), computed without overflow; duplicates (a range narrower than the count)
+// dropped.
+inline std::vector<size_type> even_budgets(size_type lo, size_type hi, std::size_t points) {
+  std::vector<size_type> out;
+  const size_type range = hi - lo;
+  const auto steps = static_cast<size_type>(points - 1);
+  const size_type q = range / steps;
+  const size_type r = range % steps;
+  for (size_type k = 0; k <= steps; ++k) {
+    const size_type b = lo + q * k + r * k / steps;
+    if (out.empty() || out.back() != b) out.push_back(b);
+  }
+  return out;
+}
+
+struct sweep_fn {
+  /// Runs every solver of `options.solvers` at every budget of the sweep.
+  template <chain_like C>
+  sweep_result operator()(const C& chain_in, const sweep_options& options = {}) const {
+    const chain c = to_chain(chain_in);
+    if (options.points < 2) throw_solver_error("a sweep needs at least 2 budgets");
+    if (options.solvers.empty()) throw_solver_error("a sweep needs at least one solver");
+
+    sweep_result out;
+    const std::vector<op> all = store_all_ops(static_cast<std::int32_t>(c.length()));
+    const replay_result base = replay(c, all);
+    out.store_all_makespan = base.makespan;
+    out.store_all_memory = base.peak_memory;
+
+    const solve_options optimal_options{.solver = solver::optimal,
+                                        .slots = options.slots,
+                                        .max_table_bytes = options.max_table_bytes,
+                                        .threads = options.threads};
+    // The least budget does not depend on the budget asked for; 0 costs no table.
+    const size_type least = solve_optimal(c, 0, optimal_options).min_feasible_budget;
+    if (least == solve_result::no_budget)
+      throw_solver_error("optimal: no budget is feasible with " + std::to_string(options.slots) +
+                         " slots; use more slots");
+    out.budgets = even_budgets(least, std::max(least, out.store_all_memory), options.points);
+
+    const std::size_t total = out.budgets.size() * options.solvers.size();
+    std::size_t done = 0;
+    for (const remat::solver s : options.solvers) {
+      sweep_series series;
+      series.solver = s;
+      solve_options o = optimal_options;
+      o.solver = s;
+      for (const size_type b : out.budgets) {
+        series.results.push_back(solve(c, b, o));
+        if (options.progress) options.progress(++done, total);
+      }
+      series.min_feasible_budget = series.results.front().min_feasible_budget;
+      out.series.push_back(std::move(series));
+    }
+    return out;
+  }
+};
+
+}  // namespace detail
+
+/// `remat::sweep(chain, options)`: see the file comment.
+inline constexpr detail::sweep_fn sweep{};
+
+}  // namespace remat
