@@ -254,6 +254,7 @@ inline std::string render(const chart& c) {
          "\" stroke-width=\"" + (s.emphasized ? "2.8" : "1.7") +
          "\" stroke-linejoin=\"round\" stroke-opacity=\"0.9\"><title>" + detail::escape(s.label) +
          "</title></polyline>\n";
+    std::string last_label;
     for (const point& p : s.points) {
       const std::string tip =
           s.label + ": x " + detail::tick_label(p.x, 3) + ", y " + detail::tick_label(p.y, 4);
@@ -265,8 +266,12 @@ inline std::string render(const chart& c) {
       o += "<polygon points=\"" + num(x) + "," + num(top - 7) + " " + num(x + 5) + "," +
            num(top + 2) + " " + num(x - 5) + "," + num(top + 2) + "\" fill=\"" +
            std::string(colour) + "\"><title>" + detail::escape(tip) + "</title></polygon>\n";
+      // One label per run of equal values (a flat series off the chart is labelled once).
+      const std::string value = detail::tick_label(p.y, 2);
+      if (value == last_label) continue;
+      last_label = value;
       o += "<text x=\"" + num(x + 7) + "\" y=\"" + num(top - 2) + "\" font-size=\"11\" fill=\"" +
-           std::string(colour) + "\">" + detail::tick_label(p.y, 2) + "</text>\n";
+           std::string(colour) + "\">" + value + "</text>\n";
     }
     o += "</g>\n";
   }

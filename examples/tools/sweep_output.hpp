@@ -104,16 +104,22 @@ inline svg::chart sweep_chart(const sweep_result& s, const std::string& title,
     }
     c.lines.push_back(std::move(line));
   }
-  // A baseline far off (revolve near the least budget can be 5x slower) would flatten the others:
-  // the axis stops at 2, or 1.5x the optimal solver's worst ratio if that is higher, and the
-  // points beyond are drawn at the edge with their values.
-  double optimal_worst = 1, worst = 1;
+  // A baseline far off (revolve near the least budget can be 5x slower, min-memory 10x on long
+  // chains) would flatten the others: the axis stops at 2, or 1.5x the optimal solver's median
+  // ratio if that is higher, and the points beyond are drawn at the edge with their values.
+  std::vector<double> optimal_ratios;
+  double worst = 1;
   for (const svg::series& line : c.lines)
     for (const svg::point& p : line.points) {
       worst = std::max(worst, p.y);
-      if (line.emphasized) optimal_worst = std::max(optimal_worst, p.y);
+      if (line.emphasized) optimal_ratios.push_back(p.y);
     }
-  const double cap = std::max(2.0, 1.5 * optimal_worst);
+  double median = 1;
+  if (!optimal_ratios.empty()) {
+    std::sort(optimal_ratios.begin(), optimal_ratios.end());
+    median = optimal_ratios[optimal_ratios.size() / 2];
+  }
+  const double cap = std::max(2.0, 1.5 * median);
   if (worst > cap) c.y_max = cap;
   return c;
 }
