@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <ranges>
 #include <type_traits>
+#include <utility>
 
 namespace remat {
 
@@ -56,33 +57,49 @@ concept time_value =
 // Defines the customization point object NAME. Lookup order: member function, data member, ADL.
 // The deleted declaration is the poison pill: it hides `remat::NAME` from unqualified lookup so
 // only ADL can find a user's free function.
-#define REMAT_DETAIL_CPO(NAME)                                      \
-  namespace NAME##_ns {                                             \
-    void NAME() = delete;                                           \
-    template <class T>                                              \
-    concept has_member_fn = requires(const T& t) {                  \
-      t.NAME();                                                     \
-    };                                                              \
-    template <class T>                                              \
-    concept has_member_data = requires(const T& t) {                \
-      t.NAME;                                                       \
-    };                                                              \
-    template <class T>                                              \
-    concept has_adl = requires(const T& t) {                        \
-      NAME(t);                                                      \
-    };                                                              \
-    struct fn {                                                     \
-      template <class T>                                            \
-      requires has_member_fn<T> || has_member_data<T> || has_adl<T> \
-      constexpr decltype(auto) operator()(const T& t) const {       \
-        if constexpr (has_member_fn<T>)                             \
-          return t.NAME();                                          \
-        else if constexpr (has_member_data<T>)                      \
-          return (t.NAME);                                          \
-        else                                                        \
-          return NAME(t);                                           \
-      }                                                             \
-    };                                                              \
+#define REMAT_DETAIL_CPO(NAME)                                              \
+  namespace NAME##_ns {                                                     \
+    void NAME() = delete;                                                   \
+    template <class T>                                                      \
+    concept has_member_fn = requires(const T& t) {                          \
+      t.NAME();                                                             \
+    };                                                                      \
+    template <class T>                                                      \
+    concept has_member_data = requires(const T& t) {                        \
+      t.NAME;                                                               \
+    };                                                                      \
+    template <class T>                                                      \
+    concept has_adl = requires(const T& t) {                                \
+      NAME(t);                                                              \
+    };                                                                      \
+    template <class T>                                                      \
+    concept has_mutable_member_fn = requires(T & t) {                       \
+      t.NAME();                                                             \
+    };                                                                      \
+    template <class T>                                                      \
+    concept has_mutable_adl = requires(T & t) {                             \
+      NAME(t);                                                              \
+    };                                                                      \
+    struct fn {                                                             \
+      /* false when T has a NAME that only a non-const T can call */        \
+      template <class T>                                                    \
+      static constexpr bool callable_on_const() {                           \
+        if constexpr (has_member_fn<T> || has_member_data<T> || has_adl<T>) \
+          return true;                                                      \
+        else                                                                \
+          return !has_mutable_member_fn<T> && !has_mutable_adl<T>;          \
+      }                                                                     \
+      template <class T>                                                    \
+      requires has_member_fn<T> || has_member_data<T> || has_adl<T>         \
+      constexpr decltype(auto) operator()(const T& t) const {               \
+        if constexpr (has_member_fn<T>)                                     \
+          return t.NAME();                                                  \
+        else if constexpr (has_member_data<T>)                              \
+          return (t.NAME);                                                  \
+        else                                                                \
+          return NAME(t);                                                   \
+      }                                                                     \
+    };                                                                      \
   }
 
 REMAT_DETAIL_CPO(forward_time)
@@ -98,11 +115,18 @@ REMAT_DETAIL_CPO(loss_overhead)
 
 #undef REMAT_DETAIL_CPO
 
-// An optional customization point: the user's value when one is provided, else 0.
+// An optional customization point: the user's value when one is provided, else 0. A member or
+// free function of the point's name that cannot be called on a const object is an error, not a
+// silent 0.
 template <class Required>
 struct optional_fn {
   template <class T>
   constexpr auto operator()(const T& t) const {
+    static_assert(Required::template callable_on_const<T>(),
+                  "remat: this type has a forward_overhead, backward_overhead, loss_time or "
+                  "loss_overhead (named in the instantiation above) that cannot be called on a "
+                  "const object, so remat would read it as 0: make the member function const, or "
+                  "take the free function's argument by const reference");
     if constexpr (std::is_invocable_v<const Required&, const T&>)
       return Required{}(t);
     else
@@ -140,13 +164,22 @@ template <class R>
 concept stage_range = std::ranges::forward_range<R> && std::ranges::sized_range<R> &&
     stage_like<std::ranges::range_value_t<R>>;
 
-/// A type that describes a whole chain: its stages, the input size, and (optionally) the loss.
+namespace detail {
 template <class C>
-concept chain_like = requires(const C& c) {
-  { remat::stages(c) } -> stage_range;
-  { remat::input_size(c) } -> detail::cpo::size_value;
-  { remat::loss_time(c) } -> detail::cpo::time_value;
-  { remat::loss_overhead(c) } -> detail::cpo::size_value;
+concept chain_members = requires(const C& c) {
+  remat::stages(c);
+  { remat::input_size(c) } -> cpo::size_value;
+  { remat::loss_time(c) } -> cpo::time_value;
+  { remat::loss_overhead(c) } -> cpo::size_value;
 };
+template <class C>
+using stages_result_t = decltype(remat::stages(std::declval<const C&>()));
+}  // namespace detail
+
+/// A type that describes a whole chain: its stages, the input size, and (optionally) the loss.
+/// (`stage_range` is a conjunct of its own, not a requirement inside `chain_members`, so that g++
+/// names `stage_like` too when a stage type does not model it, as clang++ does.)
+template <class C>
+concept chain_like = detail::chain_members<C> && stage_range<detail::stages_result_t<C>>;
 
 }  // namespace remat
