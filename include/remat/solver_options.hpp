@@ -74,6 +74,11 @@ struct solve_options {
   /// Threads filling the DP table (`optimal`, `checkpoint-only`); 0: one per hardware thread.
   /// The result does not depend on it.
   unsigned threads = 1;
+  /// The DP solvers (`optimal`, `checkpoint-only`, `min-memory`) estimate their time from the
+  /// chain's length, the slots and the budget before they start, and refuse with a
+  /// `solver_error` (giving the estimate and what to change) a solve estimated to take longer
+  /// than this. The estimate is pessimistic; infinity turns the check off.
+  double max_estimated_seconds = 60;
 };
 
 /// What a solver found for one budget.

@@ -27,8 +27,8 @@ class byte_reader {
   // A size: mostly small (so that budgets and chains interact), sometimes at the edges of the
   // model (2^31, 2^53 + 1, 2^62 - 1, 2^62).
   size_type size() {
-    static constexpr size_type edges[] = {
-        size_type{1} << 31, (size_type{1} << 53) + 1, max_size - 1, max_size, 1000000007};
+    static constexpr size_type edges[] = {size_type{1} << 31, (size_type{1} << 53) + 1,
+                                          max_size - 1, max_size, 1000000007};
     const std::uint8_t b = byte();
     if (b < 240) return b % 16;
     return edges[b % 5];
@@ -36,7 +36,7 @@ class byte_reader {
 
   // A time: small multiples of a half (ties), or an edge (0, 1e-300, a subnormal, 1e300).
   double time() {
-    static constexpr double edges[] = {0.0, 1e-300, std::numeric_limits<double>::denorm_min(),
+    static constexpr double edges[] = {0.0,   1e-300,     std::numeric_limits<double>::denorm_min(),
                                        1e300, 1e15 + 0.5, 0.1};
     const std::uint8_t b = byte();
     if (b < 240) return static_cast<double>(b % 9) * 0.5;

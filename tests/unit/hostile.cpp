@@ -199,3 +199,73 @@ TEST_CASE("long chains: the baselines answer 5000 stages (revolve and sequential
                          doctest::Contains("stages"), remat::solver_error);
   }
 }
+
+TEST_CASE("5000 stages and few slots: the DP solvers refuse at once, saying why and what to do") {
+  chain c = uniform_chain(5000, 4, 1);
+  for (std::size_t k = 0; k < c.length(); k += 7) c.stages[k].tape_size = 9;
+  const size_type budget = store_all(c).peak_memory / 3;
+  for (const solver s : {solver::optimal, solver::checkpoint_only, solver::min_memory})
+    for (const size_type slots : {size_type{3}, size_type{10}, remat::exact_units}) {
+      CAPTURE(remat::name(s));
+      CAPTURE(slots);
+      std::string message;
+      try {
+        (void)remat::solve(c, budget, {.solver = s, .slots = slots});
+      } catch (const remat::solver_error& e) {
+        message = e.what();
+      }
+      CHECK(message.starts_with(std::string(remat::name(s)) + ": refused before starting"));
+      for (const char* part :
+           {"5000 stages", "estimated at up to", "iB (limit", "max_estimated_seconds",
+            "fewer slots", "coarser stages", "another solver"})
+        CHECK(message.find(part) != std::string::npos);
+    }
+}
+
+TEST_CASE("the time limit is an option: tiny refuses, infinity turns the check off") {
+  chain c = uniform_chain(40, 1000, 1);
+  c.stages[5].tape_size = 7000;
+  const size_type budget = store_all(c).peak_memory / 2;
+  for (const solver s : {solver::optimal, solver::checkpoint_only, solver::min_memory})
+    for (const size_type slots : {remat::exact_units, remat::default_slots}) {
+      CAPTURE(remat::name(s));
+      const solve_result by_default = remat::solve(c, budget, {.solver = s, .slots = slots});
+      CHECK(by_default.feasible);
+      CHECK_THROWS_WITH_AS(
+          (void)remat::solve(c, budget,
+                             {.solver = s, .slots = slots, .max_estimated_seconds = 1e-9}),
+          doctest::Contains("refused before starting"), remat::solver_error);
+      const solve_result unlimited =
+          remat::solve(c, budget,
+                       {.solver = s,
+                        .slots = slots,
+                        .max_estimated_seconds = std::numeric_limits<double>::infinity()});
+      CHECK(unlimited.plan == by_default.plan);
+    }
+}
+
+// Found by fuzz_solvers: with N slots the DP gets floor(B / ceil(B / N)) units, which is N - 1 for
+// some budgets, so a budget above min_feasible_budget may not fit (MODEL.md's discretization).
+// min_feasible_budget stays the least budget that fits, and it does fit.
+TEST_CASE("slots: a huge budget may lose a unit to rounding; min_feasible_budget still fits") {
+  chain c;
+  c.stages = {{1e300, 0, 10, 10, 0, 0}};
+  const solve_options two_slots{.slots = 2};
+  const solve_result huge = remat::solve(c, int64_max, two_slots);
+  CHECK_FALSE(huge.feasible);
+  CHECK(huge.unit == two_62);
+  CHECK(huge.min_feasible_budget == 20);
+  CHECK(solve_checked(c, 20, two_slots) == outcome::schedule);
+  CHECK(solve_checked(c, int64_max - 1, two_slots) == outcome::schedule);
+}
+
+// Found by fuzz_solvers: two stages in exact units with a size near 2^30 need a DP over 10^9
+// memory units (gigabytes); the table limit refuses it before anything is allocated.
+TEST_CASE("exact units and gigabyte sizes: the table limit refuses before allocating") {
+  chain c;
+  c.stages = {{1, 1, 1000000007, 1000000007, 0, 0}, {1, 1, 3, 3, 0, 0}};
+  const solve_options limited{.slots = remat::exact_units, .max_table_bytes = std::size_t{1} << 30};
+  CHECK_THROWS_WITH_AS((void)remat::solve(c, int64_max, limited),
+                       doctest::Contains("max_table_bytes"), remat::solver_error);
+  CHECK(solve_checked(c, int64_max, {.slots = remat::default_slots}) == outcome::schedule);
+}

@@ -18,6 +18,7 @@
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
+#include <remat/detail/dp_cost.hpp>
 #include <remat/detail/model.hpp>
 #include <remat/detail/verify.hpp>
 #include <remat/schedule.hpp>
@@ -34,10 +35,15 @@ namespace remat {
 /// The persistent schedule of least peak memory, when that peak fits `budget`.
 template <chain_like C>
 constexpr solve_result solve_min_memory(const C& chain_in, size_type budget,
-                                        const solve_options& = {}) {
+                                        const solve_options& options = {}) {
   const chain c = to_chain(chain_in);
   if (budget < 0) detail::throw_solver_error("the budget must be >= 0");
   const detail::model md = detail::make_model(c, 1);
+  if (!std::is_constant_evaluated())
+    detail::check_dp_seconds(
+        name(solver::min_memory), c, exact_units,
+        detail::need_dp_pairs(md.L) / detail::exact_need_pairs_per_second,
+        detail::need_dp_bytes(md.L), options, "the least-memory DP");
   const detail::least_peak_table t = detail::least_peak_dp(md);
   const std::size_t top = detail::interval_index(md.L, 0, md.L);
 

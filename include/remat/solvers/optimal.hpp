@@ -10,6 +10,7 @@
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
 #include <remat/detail/discretize.hpp>
+#include <remat/detail/dp_cost.hpp>
 #include <remat/detail/model.hpp>
 #include <remat/detail/optimal_fast.hpp>
 #include <remat/detail/persistent_dp.hpp>
@@ -216,6 +217,14 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
                                         dp_branches branches) {
   const discretization d = discretize(budget, options.slots);
   const model md = make_model(c, d.unit);
+  // The least-memory DPs are O(L^3) each, whatever the slots: refuse before running them when
+  // they alone would take too long.
+  double need_seconds = 0;
+  if (!std::is_constant_evaluated()) {
+    need_seconds = need_dp_seconds(c, need_dp_runs(c, options.slots));
+    check_dp_seconds(name(which), c, options.slots, need_seconds, need_dp_bytes(md.L), options,
+                     "finding the least budget");
+  }
 
   std::vector<size_type> need = persistent_need(md, branches);
   const size_type root_need = need[interval_index(md.L, 0, md.L)];
@@ -263,6 +272,9 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
     const std::size_t limit = options.max_table_bytes.value_or(default_table_limit());
     if (bytes > static_cast<double>(limit))
       throw_table_too_large(md.L, M, bytes, limit, name(which));
+    check_dp_seconds(name(which), c, options.slots,
+                     need_seconds + main_dp_seconds(bounds, md.L, M, threads), bytes, options,
+                     "the DP");
     const fast_table t =
         optimal_dp_fast(md, std::move(bounds), std::move(layout), M, branches, threads);
     makespan = t.get(0, md.L, M);

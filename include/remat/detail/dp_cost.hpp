@@ -1,0 +1,128 @@
+// What the DP solvers will cost, estimated before they run: a chain too long (or a budget cut
+// into too many slots) for them to finish quickly is refused at once with the estimate and what
+// to change, instead of running for hours (solve_options::max_estimated_seconds).
+//
+// Work is counted in (interval, split) pairs for the least-memory DP, which runs once per unit
+// tried, and in (interval, m, split) triples for the main DP before its pruning: the sums behind
+// MODEL.md's O(L^3) and O(L^3 M). The rates turn them into seconds: the lowest measured for this
+// library's optimized build (g++ 12 -O2) on one core of the 2-core development machine under load,
+// on random chains whose tapes and overheads defeat most of the main DP's pruning. So the
+// estimate is an upper bound: real chains usually run several times faster.
+#pragma once
+
+#include <remat/chain.hpp>
+#include <remat/detail/persistent_dp.hpp>
+#include <remat/solver_options.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <thread>
+
+namespace remat::detail {
+
+inline constexpr double need_pairs_per_second = 1.5e8;        // persistent_need_fast
+inline constexpr double exact_need_pairs_per_second = 4.0e7;  // least_peak_dp
+inline constexpr double main_triples_per_second = 2.5e8;      // optimal_dp_fast
+
+// (interval, split) pairs of one least-memory DP: the sum over 0 <= i < l <= L of l - i.
+constexpr double need_dp_pairs(std::int32_t L) noexcept {
+  const auto n = static_cast<double>(L);
+  return n * (n + 1) * (n + 2) / 6;
+}
+
+// Bytes of one least-memory DP run: a triangle of needs and a square copy (persistent_need_fast),
+// or the least_peak_dp's three triangles.
+constexpr double need_dp_bytes(std::int32_t L) noexcept {
+  const auto n = static_cast<double>(L) + 1;
+  return 8 * (n * n + n * (n + 1));
+}
+
+// The seconds of `runs` least-memory DPs of a chain: the fast one while the chain's sizes sum
+// below 2^52 (need_in_doubles), the exact one otherwise.
+inline double need_dp_seconds(const chain& c, double runs) {
+  double total = static_cast<double>(c.input_size) + static_cast<double>(c.loss_overhead);
+  for (const stage& s : c.stages)
+    total += static_cast<double>(s.output_size) + static_cast<double>(s.tape_size) +
+             static_cast<double>(s.forward_overhead) + static_cast<double>(s.backward_overhead);
+  const double rate =
+      total < 4503599627370496.0 ? need_pairs_per_second : exact_need_pairs_per_second;
+  return runs * need_dp_pairs(static_cast<std::int32_t>(c.length())) / rate;
+}
+
+// How many least-memory DPs a solve runs: one at the budget's unit and, with slots, those of
+// `slots_min_budget`: three, and one per step of its bisection over units up to the largest size.
+inline double need_dp_runs(const chain& c, size_type slots) noexcept {
+  if (slots == exact_units) return 1;
+  size_type largest = std::max(c.input_size, c.loss_overhead);
+  for (const stage& s : c.stages)
+    largest = std::max({largest, s.tape_size, s.forward_overhead, s.backward_overhead});
+  return 4 + static_cast<double>(std::bit_width(static_cast<std::uint64_t>(largest)));
+}
+
+// The main DP's (interval, m, split) triples, m over each interval's stored range (from its need
+// to its store, at most M).
+inline double main_dp_triples(const interval_bounds& b, std::int32_t L, size_type M) {
+  double triples = 0;
+  for (std::int32_t i = 0; i < L; ++i)
+    for (std::int32_t l = i + 1; l <= L; ++l) {
+      const std::size_t c = interval_index(L, i, l);
+      const size_type top = b.store[c] == unreachable ? M : std::min(b.store[c] - 1, M);
+      if (top >= b.need[c]) triples += static_cast<double>(top - b.need[c] + 1) * (l - i);
+    }
+  return triples;
+}
+
+// Their seconds, with `threads` threads on as many cores as there are.
+inline double main_dp_seconds(const interval_bounds& b, std::int32_t L, size_type M,
+                              unsigned threads) {
+  const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
+  return main_dp_triples(b, L, M) / (main_triples_per_second * std::min(threads, cores));
+}
+
+inline std::string readable_seconds(double s) {
+  char text[48];
+  if (s < 120)
+    std::snprintf(text, sizeof text, "%.1f s", s);
+  else if (s < 7200)
+    std::snprintf(text, sizeof text, "%.0f min", s / 60);
+  else if (s < 172800)
+    std::snprintf(text, sizeof text, "%.1f hours", s / 3600);
+  else
+    std::snprintf(text, sizeof text, "%.3g days", s / 86400);
+  return text;
+}
+
+inline std::string readable_bytes(double n) {
+  char text[48];
+  if (n >= 1073741824.0)
+    std::snprintf(text, sizeof text, "%.1f GiB", n / 1073741824.0);
+  else
+    std::snprintf(text, sizeof text, "%.0f MiB", n / 1048576.0 + 0.5);
+  return text;
+}
+
+// Throws the refusal when `seconds` passes the limit. `slots` is that of the request (or
+// exact_units); `what` says which part of the work the estimate covers.
+inline void check_dp_seconds(std::string_view solver_name, const chain& c, size_type slots,
+                             double seconds, double bytes, const solve_options& options,
+                             std::string_view what) {
+  if (!(seconds > options.max_estimated_seconds)) return;
+  std::string text(solver_name);
+  text += ": refused before starting: " + std::string(what) + " for " + std::to_string(c.length()) +
+          " stages" +
+          (slots == exact_units ? std::string(" in exact units")
+                                : " and " + std::to_string(slots) + " slots") +
+          " is estimated at up to " + readable_seconds(seconds) + " and " + readable_bytes(bytes) +
+          " (limit " + readable_seconds(options.max_estimated_seconds) +
+          ", max_estimated_seconds). Use fewer slots (--slots N), coarser stages (merge "
+          "consecutive stages into one), or another solver (chen-greedy, revolve and sequential "
+          "answer long chains in seconds)";
+  throw_solver_error(text);
+}
+
+}  // namespace remat::detail
