@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
+#include <run_tool.hpp>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,54 +30,12 @@ const fs::path data = fs::path(REMAT_SOURCE_DIR) / "tests" / "data";
 const std::string tiny = (data / "chains" / "tiny-mlp.json").string();
 const std::string resnet = (data / "chains" / "resnet18-rockmate.json").string();
 
-struct run_result {
-  int status = -1;
-  std::string out, err;
-};
+using remat::testing::run_result;
+using remat::testing::scratch_dir;
+using remat::testing::shell_quote;
+using remat::testing::slurp;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (const char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
-}
-
-// Runs remat-solve with `args`, capturing its exit status, stdout and stderr.
-// A directory for the captured output, removed at exit.
-struct scratch_dir {
-  fs::path path;
-  explicit scratch_dir(const std::string& tag = "test")
-      : path(fs::temp_directory_path() /
-             ("remat-solve-" + tag + "-" + std::to_string(static_cast<long>(::getpid())))) {
-    fs::create_directories(path);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  scratch_dir(const scratch_dir&) = delete;
-  scratch_dir& operator=(const scratch_dir&) = delete;
-};
-
-run_result run(const std::vector<std::string>& args) {
-  static const scratch_dir scratch;
-  const fs::path& dir = scratch.path;
-  std::string command = shell_quote(exe);
-  for (const std::string& a : args) command += " " + shell_quote(a);
-  command += " >" + shell_quote((dir / "out").string()) + " 2>" +
-             shell_quote((dir / "err").string()) + " </dev/null";
-  const int raw = std::system(command.c_str());
-  run_result r;
-  REQUIRE_MESSAGE(WIFEXITED(raw), "remat-solve did not exit normally: " << command);
-  r.status = WEXITSTATUS(raw);
-  r.out = slurp(dir / "out");
-  r.err = slurp(dir / "err");
-  return r;
-}
+run_result run(const std::vector<std::string>& args) { return remat::testing::run_tool(exe, args); }
 
 nlohmann::json run_json(const std::vector<std::string>& args, int expected_status) {
   const run_result r = run(args);
@@ -401,8 +360,8 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
 
   TEST_CASE("--sweep --csv --plot: a CSV with a row per budget and solver, a well-formed SVG") {
     const scratch_dir dir("sweep");
-    const std::string csv = (dir.path / "sweep.csv").string();
-    const std::string svg = (dir.path / "sweep.svg").string();
+    const std::string csv = (dir.path() / "sweep.csv").string();
+    const std::string svg = (dir.path() / "sweep.svg").string();
     const run_result r = run({resnet, "--sweep", "--slots", "exact", "--points", "12", "--solver",
                               "optimal,chen-sqrt,revolve,store-all", "--csv", csv, "--plot", svg});
     CHECK(r.status == 0);

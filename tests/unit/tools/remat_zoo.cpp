@@ -5,9 +5,8 @@
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
+#include <run_tool.hpp>
 
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -27,47 +26,15 @@ namespace fs = std::filesystem;
 const std::string exe = REMAT_ZOO_EXE;
 const bool no_tool = std::string_view(REMAT_ZOO_EXE).empty();  // built without the tools
 
-struct run_result {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (const char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
-}
+using remat::testing::run_result;
+using remat::testing::slurp;
 
 const fs::path& scratch_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() /
-                 ("remat-zoo-test-" + std::to_string(static_cast<long>(::getpid())));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  static const remat::testing::scratch_dir dir("zoo-test");
+  return dir.path();
 }
 
-// Runs remat-zoo with `args`, capturing its exit status, stdout and stderr.
-run_result run(const std::vector<std::string>& args) {
-  const fs::path& dir = scratch_dir();
-  std::string command = shell_quote(exe);
-  for (const std::string& a : args) command += " " + shell_quote(a);
-  command += " >" + shell_quote((dir / "out").string()) + " 2>" +
-             shell_quote((dir / "err").string()) + " </dev/null";
-  const int raw = std::system(command.c_str());
-  run_result r;
-  REQUIRE_MESSAGE(WIFEXITED(raw), "remat-zoo did not exit normally: " << command);
-  r.status = WEXITSTATUS(raw);
-  r.out = slurp(dir / "out");
-  r.err = slurp(dir / "err");
-  return r;
-}
+run_result run(const std::vector<std::string>& args) { return remat::testing::run_tool(exe, args); }
 
 // The file's chain, names and extra keys are those of `expected`.
 void check_matches(const std::string& text, const remat::zoo::network& expected) {
