@@ -35,7 +35,9 @@ using remat::testing::scratch_dir;
 using remat::testing::shell_quote;
 using remat::testing::slurp;
 
-run_result run(const std::vector<std::string>& args) { return remat::testing::run_tool(exe, args); }
+run_result run(const std::vector<std::string>& args) {
+  return remat::testing::run_tool(exe, args);
+}
 
 nlohmann::json run_json(const std::vector<std::string>& args, int expected_status) {
   const run_result r = run(args);

@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 #include <run_tool.hpp>
 
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -34,7 +33,9 @@ const fs::path& scratch_dir() {
   return dir.path();
 }
 
-run_result run(const std::vector<std::string>& args) { return remat::testing::run_tool(exe, args); }
+run_result run(const std::vector<std::string>& args) {
+  return remat::testing::run_tool(exe, args);
+}
 
 // The file's chain, names and extra keys are those of `expected`.
 void check_matches(const std::string& text, const remat::zoo::network& expected) {
