@@ -141,7 +141,7 @@ inline fast_layout make_fast_layout(const interval_bounds& b, std::int32_t L, si
     out.sample_offset[c] = out.samples;
     const size_type top = b.store[c] == unreachable ? M : std::min(b.store[c] - 1, M);
     // Base cases store no value: their need is their store.
-    if (top >= b.need[c]) out.entries += static_cast<std::size_t>(top - b.need[c] + 1);
+    if (top >= b.need[c]) out.entries += static_cast<std::size_t>(top - b.need[c]) + 1;
     if (b.need[c] <= M)
       out.samples += static_cast<std::size_t>(M / fast::block - b.need[c] / fast::block + 1);
   }
@@ -398,7 +398,7 @@ class dp {
 inline double fast_table_bytes(const fast_layout& layout, std::int32_t L, size_type M,
                                unsigned threads) {
   const double per_thread =
-      static_cast<double>(M + 1) * sizeof(double) +
+      (static_cast<double>(M) + 1) * sizeof(double) +
       (static_cast<double>(L) + 1) * sizeof(fast::branch) +
       (static_cast<double>(M / fast::block) + 1) *
           ((static_cast<double>(L) + 3) * sizeof(double) + sizeof(std::uint32_t));
