@@ -190,7 +190,8 @@ constexpr size_type slots_min_budget(const chain& c, size_type slots,
     }
   }
   const size_type unit = hi;
-  if (unit > max_size / slots) return solve_result::no_budget;  // the band lies beyond 2^62
+  // The band must hold a representable budget (budgets go up to 2^63 - 1).
+  if (unit > std::numeric_limits<size_type>::max() / slots) return solve_result::no_budget;
   const size_type band_start = unit == 1 ? 0 : (unit - 1) * slots + 1;
   return std::max(band_start, unit * need(unit));
 }
@@ -234,19 +235,31 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
     out.min_feasible_budget = min_units == unreachable ? solve_result::no_budget : min_units;
   else
     out.min_feasible_budget = slots_min_budget(c, options.slots, branches);
+  // The fastest schedule the DP can reach: store-all with the tape branch, checkpoint-all
+  // without it. When its own peak fits the budget it is the answer, even where sizes rounded up
+  // to whole slots would not fit (with slots, baselines on exact sizes would otherwise win there).
+  std::vector<op> fastest;  // (a conditional of two vector calls trips g++ 12 in constexpr)
+  if (branches == dp_branches::tape_and_checkpoint)
+    fastest = store_all_ops(md.L);
+  else
+    fastest = checkpoint_all_ops(md.L);
+  const replay_result fastest_bytes = replay(c, fastest);
+  if (out.min_feasible_budget == solve_result::no_budget ||
+      fastest_bytes.peak_memory < out.min_feasible_budget)
+    out.min_feasible_budget = fastest_bytes.peak_memory;
+  if (fastest_bytes.peak_memory <= budget) {
+    solve_result r = finish(c, which, budget, fastest, fastest_bytes.makespan);
+    r.min_feasible_budget = out.min_feasible_budget;
+    r.unit = d.unit;
+    return r;
+  }
   if (min_units == unreachable || min_units > d.budget) {
     out.budget = budget;
     out.unit = d.unit;
     return out;
   }
 
-  // Above the peak of a schedule that reaches the least time the DP can reach (store-all with
-  // the tape branch, checkpoint-all without it), OPT no longer decreases: cap the table there.
-  std::vector<op> fastest;  // (a conditional of two vector calls trips g++ 12 in constexpr)
-  if (branches == dp_branches::tape_and_checkpoint)
-    fastest = store_all_ops(md.L);
-  else
-    fastest = checkpoint_all_ops(md.L);
+  // Above the fastest schedule's peak OPT no longer decreases: cap the table there.
   const size_type fastest_units = replay(to_chain(md), fastest).peak_memory;
   const size_type M = std::min(d.budget, fastest_units) - md.x[0];
 

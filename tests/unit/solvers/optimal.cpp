@@ -257,13 +257,12 @@ TEST_CASE("property: slots, min_feasible_budget is the least feasible budget") {
       CAPTURE(slots);
       const solve_options o{.slots = slots};
       const size_type least = remat::solve_optimal(c, 0, o).min_feasible_budget;
-      if (least == solve_result::no_budget) {
-        // Even one unit per nonzero size does not fit in `slots` units.
-        CHECK_FALSE(remat::solve_optimal(c, remat::max_size, o).feasible);
-        continue;
-      }
+      // Store-all's own peak always fits, rounding or not: there is always a least budget.
+      REQUIRE(least != solve_result::no_budget);
+      CHECK(least <= store_all_replay(c).peak_memory);
       CHECK(remat::solve_optimal(c, least, o).feasible);
       for (size_type b = 0; b < least; ++b) {
+        REQUIRE(store_all_replay(c).peak_memory > b);
         const remat::detail::discretization d = remat::detail::discretize(b, slots);
         REQUIRE(remat::detail::persistent_min_budget(remat::detail::make_model(c, d.unit)) >
                 d.budget);
@@ -298,17 +297,29 @@ TEST_CASE("property: slots are never faster than exact units") {
 }
 
 TEST_CASE("slots: too few to hold what every schedule needs at once") {
-  // B(0) holds a_0, g_0, g_1 and t_1, each at least one unit; one slot is never enough.
+  // B(0) holds a_0, g_0, g_1 and t_1, each at least one unit: one slot is never enough for the
+  // DP. Store-all (peak 4 bytes) is still returned wherever its own peak fits.
   chain c;
   c.input_size = 1;
   c.stages = {{1, 1, 1, 1, 0, 0}};
-  for (size_type b :
-       {size_type{0}, size_type{1}, size_type{4}, size_type{1000}, size_type{1} << 40}) {
+  for (size_type b : {size_type{0}, size_type{3}}) {
     const solve_result r = remat::solve_optimal(c, b, {.slots = 1});
     CHECK_FALSE(r.feasible);
-    CHECK(r.min_feasible_budget == solve_result::no_budget);
+    CHECK(r.min_feasible_budget == 4);
   }
+  for (size_type b : {size_type{4}, size_type{1000}, size_type{1} << 40}) {
+    const solve_result r = remat::solve_optimal(c, b, {.slots = 1});
+    REQUIRE(r.feasible);
+    CHECK(r.plan.ops == remat::store_all_ops(1));
+    CHECK(r.min_feasible_budget == 4);
+  }
+  // A chain whose store-all does not fit either: no budget at all with one slot.
+  c.stages = {{1, 1, 1, 1, 0, 0}, {1, 1, 1, 1, 0, 0}};
+  const solve_result none = remat::solve_optimal(c, 4, {.slots = 1});
+  CHECK_FALSE(none.feasible);
+  CHECK(none.min_feasible_budget == 5);  // store-all's peak: a_0 t_1 t_2 g_2 g_1
   // Four slots are enough from 4 bytes on: each tensor is one unit.
+  c.stages = {{1, 1, 1, 1, 0, 0}};
   const solve_result r = remat::solve_optimal(c, 1000, {.slots = 4});
   CHECK(r.feasible);
   CHECK(r.min_feasible_budget == 4);
@@ -328,9 +339,13 @@ TEST_CASE("slots: the unit and the budget in units follow MODEL.md") {
   CHECK(r.unit == 143);
   REQUIRE(r.feasible);
   CHECK(r.plan.makespan == 4);  // store-all: 5 units of 143 fit in 6
-  const solve_result tight = remat::solve_optimal(c, 500, {.slots = 7});
-  CHECK(tight.unit == 72);  // 500 / 72 = 6 units, each tensor 2 units: 3 tensors only
-  CHECK_FALSE(tight.feasible);
+  const solve_result tight = remat::solve_optimal(c, 499, {.slots = 7});
+  CHECK(tight.unit == 72);      // 499 / 72 = 6 units, each tensor 2 units: 3 tensors only
+  CHECK_FALSE(tight.feasible);  // and store-all needs 500
+  // At 500 bytes store-all's own peak fits: it is returned though its rounded sizes do not fit.
+  const solve_result at_peak = remat::solve_optimal(c, 500, {.slots = 7});
+  REQUIRE(at_peak.feasible);
+  CHECK(at_peak.plan.ops == remat::store_all_ops(2));
 }
 
 // (d) MODEL.md's oracle for the DP without the tape branch: on the homogeneous chain (fw = 1,
@@ -413,8 +428,8 @@ TEST_CASE("the exact tape-branch check beats Rotor's where x[l+1] < x[i+1]") {
 TEST_CASE("the DP table's size is guarded") {
   chain c;
   c.input_size = 1;
-  c.stages.assign(2, {1, 1, 1, 1, 0, 0});
-  // Store-all peaks at 5; above it the table is capped there: M = 5 - 1 = 4 units for the DP.
+  c.stages.assign(3, {1, 1, 1, 1, 0, 0});
+  // Store-all peaks at 6 (a_0 t_1 t_2 t_3 g_3 g_2); at 5 the DP runs, with M = 5 - 1 = 4 units.
   // The limit applies to the compact table of the fast DP, estimated before allocating.
   const remat::detail::model md = remat::detail::make_model(c, 1);
   const auto bytes = static_cast<std::size_t>(remat::detail::fast_table_bytes(
@@ -423,21 +438,23 @@ TEST_CASE("the DP table's size is guarded") {
                                               remat::detail::dp_branches::tape_and_checkpoint),
           md.L, 4),
       md.L, 4, 1));
-  CHECK(remat::solve_optimal(c, 1000, {.slots = remat::exact_units, .max_table_bytes = bytes})
-            .feasible);
+  CHECK(
+      remat::solve_optimal(c, 5, {.slots = remat::exact_units, .max_table_bytes = bytes}).feasible);
   try {
-    (void)remat::solve_optimal(c, 1000,
-                               {.slots = remat::exact_units, .max_table_bytes = bytes - 1});
+    (void)remat::solve_optimal(c, 5, {.slots = remat::exact_units, .max_table_bytes = bytes - 1});
     FAIL("no solver_error");
   } catch (const remat::solver_error& e) {
     const std::string what = e.what();
     CHECK(what.find("fewer slots") != std::string::npos);
-    CHECK(what.find("2 stages") != std::string::npos);
+    CHECK(what.find("3 stages") != std::string::npos);
     CHECK(what.find("4 memory units") != std::string::npos);
   }
-  // An infeasible budget needs no table.
+  // Neither an infeasible budget nor one where store-all fits needs a table.
+  const size_type least = remat::solve_optimal(c, 0, exact).min_feasible_budget;
   CHECK_FALSE(
-      remat::solve_optimal(c, 4, {.slots = remat::exact_units, .max_table_bytes = 0}).feasible);
+      remat::solve_optimal(c, least - 1, {.slots = remat::exact_units, .max_table_bytes = 0})
+          .feasible);
+  CHECK(remat::solve_optimal(c, 6, {.slots = remat::exact_units, .max_table_bytes = 0}).feasible);
 }
 
 // (g) Degenerate chains and budgets.
