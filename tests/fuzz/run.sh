@@ -3,7 +3,8 @@
 # each for SECONDS_PER_TARGET seconds (default 60), starting from its seed corpus
 # tests/fuzz/corpus/<target>/ (read only). New inputs go to BUILD/corpus/<target>/, a crashing
 # input to BUILD/artifacts/; the first target that fails stops the script with libFuzzer's report.
-# BUILD is $REMAT_FUZZ_BUILD, default build/fuzz.
+# BUILD is $REMAT_FUZZ_BUILD, default build/fuzz; $REMAT_FUZZ_SEED, when set, fixes libFuzzer's seed
+# (CI sets it, so that its smoke runs the same inputs every time).
 #
 #   tests/fuzz/run.sh 600        # ten minutes per target
 set -euo pipefail
@@ -18,6 +19,7 @@ for source in tests/fuzz/*.cpp; do
   log="$build/fuzz-$target.log"
   echo "=== fuzz_$target: $seconds s"
   if ! "$build/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 \
+      ${REMAT_FUZZ_SEED:+-seed="$REMAT_FUZZ_SEED"} \
       -print_final_stats=1 -artifact_prefix="$build/artifacts/$target-" \
       "$build/corpus/$target" "tests/fuzz/corpus/$target" >"$log" 2>&1; then
     tail -n 60 "$log"

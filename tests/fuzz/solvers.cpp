@@ -50,7 +50,13 @@ void check_result(const remat::chain& c, size_type budget, const remat::solve_re
 size_type pick_budget(remat::fuzz::byte_reader& in, size_type store_all_peak) {
   const std::uint8_t b = in.byte();
   if (b < 64) return b % 32;
-  if (b < 192) return store_all_peak / 16 * (in.byte() % 20) + in.byte() % 4;
+  if (b < 192) {
+    // Up to 19/16 of the peak, saturating: a peak near 2^63 would overflow (found by this target).
+    const size_type k = in.byte() % 20, extra = in.byte() % 4, step = store_all_peak / 16;
+    constexpr size_type most = std::numeric_limits<size_type>::max();
+    if (k != 0 && step > (most - extra) / k) return most;
+    return step * k + extra;
+  }
   static constexpr size_type edges[] = {0, remat::max_size, std::numeric_limits<size_type>::max()};
   if (b < 240) return std::max<size_type>(0, store_all_peak - b % 4);
   return edges[b % 3];
