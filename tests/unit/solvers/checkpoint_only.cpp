@@ -6,6 +6,7 @@
 #include <remat/solvers/min_memory.hpp>
 #include <remat/solvers/store_all.hpp>
 
+#include "homogeneous.hpp"
 #include "random_chain.hpp"
 #include "reference_dp.hpp"
 #include "solver_properties.hpp"
@@ -22,17 +23,10 @@ using remat::chain;
 using remat::op;
 using remat::op_kind;
 using remat::size_type;
+using remat::testing::homogeneous;
 
 constexpr remat::solve_options exact{.solver = remat::solver::checkpoint_only,
                                      .slots = remat::exact_units};
-
-std::int64_t binomial(std::int64_t n, std::int64_t k) {
-  if (k < 0 || k > n) return 0;
-  k = std::min(k, n - k);
-  std::int64_t c = 1;
-  for (std::int64_t i = 1; i <= k; ++i) c = c * (n - k + i) / i;
-  return c;
-}
 
 // MODEL.md's oracle: on the homogeneous chain the makespan at total budget M is
 // L + t(L, M - 4) + 1, t(l, s) = r l - C(s + r, s + 1), r the least with C(s + r, s) >= l;
@@ -40,16 +34,7 @@ std::int64_t binomial(std::int64_t n, std::int64_t k) {
 double homogeneous_makespan(std::int64_t length, std::int64_t budget) {
   const std::int64_t s = budget - 4;
   if (s < 0 || (s == 0 && length > 1)) return -1;
-  std::int64_t r = 0;
-  while (binomial(s + r, s) < length) ++r;
-  return static_cast<double>(length + r * length - binomial(s + r, s + 1) + 1);
-}
-
-constexpr chain homogeneous(std::int32_t length) {
-  chain c;
-  c.input_size = 1;
-  c.stages.assign(static_cast<std::size_t>(length), remat::stage{1, 0, 1, 1, 0, 0});
-  return c;
+  return static_cast<double>(length + remat::testing::binomial_count(length, s) + 1);
 }
 
 }  // namespace

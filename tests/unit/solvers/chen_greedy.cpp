@@ -5,6 +5,7 @@
 #include <remat/solvers/chen_greedy.hpp>
 #include <remat/solvers/store_all.hpp>
 
+#include "homogeneous.hpp"
 #include "random_chain.hpp"
 #include "solver_properties.hpp"
 
@@ -19,13 +20,7 @@ namespace {
 
 using remat::chain;
 using remat::size_type;
-
-constexpr chain homogeneous(std::int32_t length) {
-  chain c;
-  c.input_size = 1;
-  c.stages.assign(static_cast<std::size_t>(length), remat::stage{1, 0, 1, 1, 0, 0});
-  return c;
-}
+using remat::testing::homogeneous;
 
 size_type tapes(const chain& c, std::int32_t first, std::int32_t end) {
   size_type sum = 0;

@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include "chain_text.hpp"
+#include "homogeneous.hpp"
 #include "random_chain.hpp"
 #include "reference_dp.hpp"
 
@@ -353,25 +354,12 @@ TEST_CASE("slots: the unit and the budget in units follow MODEL.md") {
 // count. The library's checkpoint-only solver is another header; this checks the transcription
 // of MODEL.md used as the oracle above, and the formula's reading of sizes and budgets.
 TEST_CASE("Revolve's binomial count, by the DP without the tape branch") {
-  auto binomial = [](long n, long k) {
-    long r = 1;
-    for (long i = 1; i <= k; ++i) r = r * (n - k + i) / i;
-    return r;
-  };
-  auto revolve_steps = [&](long l, long s) {  // t(l, s) of Griewank & Walther
-    long r = 0;
-    while (binomial(s + r, s) < l) ++r;
-    return r * l - binomial(s + r, s + 1);
-  };
   for (int L = 1; L <= 32; ++L) {
-    chain c;
-    c.input_size = 1;
-    c.stages.assign(static_cast<std::size_t>(L), {1, 0, 1, 1, 0, 0});
-    reference_dp dp(c, {.tape_branch = false});
+    reference_dp dp(remat::testing::homogeneous(L), {.tape_branch = false});
     for (long M = 5; M <= L + 6; ++M) {
       CAPTURE(L);
       CAPTURE(M);
-      CHECK(dp(M) == static_cast<double>(L + revolve_steps(L, M - 4) + 1));
+      CHECK(dp(M) == static_cast<double>(L + remat::testing::binomial_count(L, M - 4) + 1));
     }
     // B(0) holds a_0, t_1, g_1 and g_0: nothing fits in 3. In 4 only a one-stage chain fits,
     // since every other B(k) holds a_0 besides its own four tensors (Revolve with no snapshot).

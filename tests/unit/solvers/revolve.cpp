@@ -4,6 +4,7 @@
 #include <remat/solve.hpp>
 #include <remat/solvers/revolve.hpp>
 
+#include "homogeneous.hpp"
 #include "random_chain.hpp"
 #include "solver_properties.hpp"
 
@@ -20,24 +21,11 @@ using remat::chain;
 using remat::op;
 using remat::op_kind;
 using remat::size_type;
+using remat::testing::binomial;
+using remat::testing::binomial_count;
+using remat::testing::homogeneous;
 
 constexpr std::int64_t none = -1;  // t(l, 0) for l >= 2: no schedule
-
-std::int64_t binomial(std::int64_t n, std::int64_t k) {
-  if (k < 0 || k > n) return 0;
-  k = std::min(k, n - k);
-  std::int64_t c = 1;
-  for (std::int64_t i = 1; i <= k; ++i) c = c * (n - k + i) / i;
-  return c;
-}
-
-// Griewank & Walther: t(l, s) = r l - C(s + r, s + 1), r the least with C(s + r, s) >= l.
-std::int64_t binomial_count(std::int64_t l, std::int64_t s) {
-  if (s == 0) return l <= 1 ? 0 : none;
-  std::int64_t r = 0;
-  while (binomial(s + r, s) < l) ++r;
-  return r * l - binomial(s + r, s + 1);
-}
 
 // The same count from its definition: the best first advance m, then the last l - m steps with
 // one snapshot fewer and the first m with all of them.
@@ -57,13 +45,6 @@ std::vector<std::vector<std::int64_t>> recursive_counts(std::int64_t max_l, std:
         if (at(l, s) == none || v < at(l, s)) at(l, s) = v;
       }
   return t;
-}
-
-constexpr chain homogeneous(std::int32_t length) {
-  chain c;
-  c.input_size = 1;
-  c.stages.assign(static_cast<std::size_t>(length), remat::stage{1, 0, 1, 1, 0, 0});
-  return c;
 }
 
 }  // namespace
