@@ -28,14 +28,20 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <new>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <unistd.h>
+#endif
+#if defined(__linux__)
+#include <sys/mman.h>
 #endif
 
 namespace remat::detail {
@@ -58,6 +64,52 @@ inline std::size_t default_table_limit() noexcept {
   return physical == 0 ? std::size_t{4} << 30 : physical / 2;
 }
 
+// The allocator of the DP's large arrays. Their elements are left uninitialized (every one is
+// written before it is read: a zero fill would be a pass over gigabytes for nothing), and on
+// Linux, blocks of 32 MiB or more are aligned to 2 MiB with transparent huge pages requested
+// (a hint, ignored where unavailable): the DP reads them at scattered places, where 4 KiB pages
+// would cost a TLB miss at most reads.
+template <class T>
+struct table_allocator {
+  using value_type = T;
+  static constexpr std::size_t huge_page = std::size_t{2} << 20;
+  static constexpr std::size_t huge_from = std::size_t{32} << 20;
+
+  table_allocator() = default;
+  template <class U>
+  explicit table_allocator(const table_allocator<U>&) noexcept {}
+
+  static std::size_t alignment(std::size_t bytes) noexcept {
+#if defined(__linux__)
+    if (bytes >= huge_from) return huge_page;
+#endif
+    return std::max(alignof(T), alignof(std::max_align_t));
+  }
+  T* allocate(std::size_t n) {
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
+    const std::size_t bytes = n * sizeof(T);
+    void* p = ::operator new(bytes, std::align_val_t{alignment(bytes)});
+#if defined(__linux__)
+    if (bytes >= huge_from) (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    ::operator delete(p, std::align_val_t{alignment(n * sizeof(T))});
+  }
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+  friend bool operator==(const table_allocator&, const table_allocator&) noexcept { return true; }
+};
+
+using table_vector = std::vector<double, table_allocator<double>>;
+
 namespace fast {
 // Values are summarized by blocks of m: block s is [s * block, s * block + block - 1].
 inline constexpr size_type block = 32;
@@ -70,11 +122,11 @@ struct fast_table {
   dp_branches branches = dp_branches::tape_and_checkpoint;
   interval_bounds bounds;
   std::vector<std::size_t> offset;  // [interval]: where its values start
-  std::vector<double> value;
+  table_vector value;
   // Per interval, for every block s from need / block to M / block: OPT at the block's last m
   // (or at M): the least value of the block, for the pruning bounds.
   std::vector<std::size_t> sample_offset;  // [interval]
-  std::vector<double> sample;
+  table_vector sample;
 
   // The last stored m of interval c (below `bounds.need[c]` when none is stored).
   size_type top(std::size_t c) const noexcept {
@@ -150,6 +202,15 @@ inline fast_layout make_fast_layout(const interval_bounds& b, std::int32_t L, si
 
 namespace fast {
 
+// The side of the square tiles of cells the DP computes together (see `dp::tile`): their working
+// arrays (a value per m for each cell) stay within about 1 MiB, in a core's L2 cache.
+inline std::int32_t tile_side(size_type M) noexcept {
+  const double per_cell = (static_cast<double>(M) + 1) * sizeof(double);
+  std::int32_t side = 16;
+  while (side > 2 && static_cast<double>(side * side) * per_cell > 1048576.0) --side;
+  return side;
+}
+
 // What a cell needs to know of its checkpoint branch at j.
 struct branch {
   size_type from = 0;  // the least m where it is finite (`unreachable`: nowhere up to M)
@@ -164,19 +225,40 @@ struct branch {
   // the end of the block holding m1 - x_j, and OPT(i, j-1, .) at the end of the block itself.
   std::ptrdiff_t r_sample = 0;  // indices into fast_table::sample, for block 0 of the cell
   std::ptrdiff_t l_sample = 0;
-  double r_const = 0;
-  double l_const = 0;
-  double acc = 0;  // fw[i] + ... + fw[j-1], summed left to right
+  double r_const = 0;  // S(j, l)
+  double l_const = 0;  // S(i, j-1)
+  double acc = 0;      // fw[i] + ... + fw[j-1], summed left to right
+};
+
+// A cell of the tile being computed, and its working arrays.
+struct cell_state {
+  std::int32_t i = 0;
+  std::int32_t l = 0;
+  std::size_t c = 0;  // interval index
+  size_type a = 0;    // values are stored for m in [a, b] (none when b < a)
+  size_type b = 0;
+  bool active = false;     // some value to compute (not a base case, b >= a)
+  std::size_t blocks = 0;  // blocks of m from a / block to b / block
+  double* best = nullptr;  // [m - a]: the least branch value so far
+  double* least = nullptr;       // [block]: the least lower bound of a branch (first pass)
+  std::uint32_t* first = nullptr;  // [block]: the branch with that bound
+  double* block_best = nullptr;    // [block]: best at the block's first m
 };
 
 struct scratch {
-  std::vector<double> best;          // [m - need] of the cell being computed
-  std::vector<branch> branches;      // [j - i - 1]
-  std::vector<double> floor;         // [j - i - 1][block]: the branches' lower bounds
-  std::vector<double> least;         // [block]: the least bound of any branch
-  std::vector<std::uint32_t> first;  // [block]: the branch with that bound
-  std::vector<double> block_best;    // [block]: best at the block's first m
+  std::size_t stride_m = 0;  // per cell in `best`
+  std::size_t stride_q = 0;  // per cell (or branch) in the block arrays
+  std::vector<double> best;
+  std::vector<double> least;
+  std::vector<std::uint32_t> first;
+  std::vector<double> block_best;
+  std::vector<cell_state> cells;
+  std::vector<double> acc;          // [row][j - ext_lo]: fw[i] + ... + fw[j-1]
+  std::vector<branch> branches;     // a cell's own branches (second part)
+  std::vector<double> floor;        // [branch][block]: their lower bounds
 };
+
+inline constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
 
 // best[k] = min(best[k], (acc + r[k]) + lf[k]) for k in [0, n); r (lf) is the constant rc (lc)
 // when RightConst (LeftConst) and is not read then.
@@ -208,105 +290,254 @@ class dp {
                   t.sample_offset[c]};
   }
 
-  // Fills interval (i, l) and its samples; every interval it reads is done.
-  void cell(std::int32_t i, std::int32_t l, scratch& s) const {
-    const std::size_t c = interval_index(md_.L, i, l);
-    if (i != l && t_.top(c) >= t_.bounds.need[c]) values(i, l, c, s);
-    samples(c);
+  // Fills the cells (i, l) with i in [i0, i1], l in [l0, l1], i <= l, and their samples. Every
+  // cell they read outside the tile is done: those of the tiles below (same columns, rows above
+  // i1) and to the left (same rows, columns below l0).
+  //
+  // In an off-diagonal tile (i1 < l0) every cell has the split points j in [i1 + 1, l0]
+  // ("shared"): OPT(j, l, .) and OPT(i, j-1, .) lie outside the tile. Those go first, j
+  // outermost and the cells inside, so that the column (j, l) serves the tile's rows and the row
+  // (i, j-1) its columns while they are in cache: per j, 2T vectors read for T^2 cell updates.
+  // Then each cell, in dependency order, takes its tape branch and its other split points, whose
+  // intervals lie in the tile, and is written.
+  void tile(std::int32_t i0, std::int32_t i1, std::int32_t l0, std::int32_t l1,
+            scratch& s) const {
+    s.cells.clear();
+    for (std::int32_t i = i1; i >= i0; --i)
+      for (std::int32_t l = std::max(i, l0); l <= l1; ++l) {
+        const std::size_t n = s.cells.size();
+        cell_state cs;
+        cs.i = i;
+        cs.l = l;
+        cs.c = interval_index(md_.L, i, l);
+        cs.a = t_.bounds.need[cs.c];
+        cs.b = t_.top(cs.c);
+        cs.active = i != l && cs.b >= cs.a;
+        cs.best = s.best.data() + n * s.stride_m;
+        cs.least = s.least.data() + n * s.stride_q;
+        cs.first = s.first.data() + n * s.stride_q;
+        cs.block_best = s.block_best.data() + n * s.stride_q;
+        if (cs.active) {
+          cs.blocks = static_cast<std::size_t>(cs.b / block - cs.a / block + 1);
+          std::fill(cs.best, cs.best + (cs.b - cs.a + 1), infinite_time);
+        }
+        s.cells.push_back(cs);
+      }
+    const bool shared = i1 < l0;
+    if (shared) shared_splits(i0, i1, l0, s);
+    for (const cell_state& cs : s.cells) {
+      if (cs.active) own_splits(cs, shared ? i1 : cs.l, shared ? l0 : cs.l, s);
+      finish(cs);
+    }
   }
 
  private:
   static std::size_t at(std::int32_t k) noexcept { return static_cast<std::size_t>(k); }
 
-  void values(std::int32_t i, std::int32_t l, std::size_t c, scratch& s) const {
-    const size_type a = t_.bounds.need[c];
-    const size_type b = t_.top(c);
-    const auto n = static_cast<std::size_t>(b - a + 1);
-    double* best = s.best.data();
-    std::fill(best, best + n, infinite_time);
-    if (t_.branches == dp_branches::tape_and_checkpoint) tape(i, l, a, b, best);
+  static size_type block_lo(const cell_state& cs, std::size_t q) noexcept {
+    return std::max(cs.a, (cs.a / block + static_cast<size_type>(q)) * block);
+  }
+  static size_type block_hi(const cell_state& cs, std::size_t q) noexcept {
+    return std::min(cs.b, (cs.a / block + static_cast<size_type>(q)) * block + block - 1);
+  }
 
-    const size_type b0 = a / block;
-    const auto blocks = static_cast<std::size_t>(b / block - b0 + 1);
-    const auto width = static_cast<std::size_t>(l - i);
-    double forward = 0;
-    for (std::size_t k = 0; k < width; ++k) {
-      forward += md_.fw[at(i) + k];
-      prepare(i, l, i + 1 + static_cast<std::int32_t>(k), forward, a, b, s.branches[k]);
+  // The split points j in [i1 + 1, l0] of every cell of an off-diagonal tile.
+  void shared_splits(std::int32_t i0, std::int32_t i1, std::int32_t l0, scratch& s) const {
+    const std::int32_t lo = i1 + 1;
+    const auto width = static_cast<std::size_t>(l0 - i1);
+    // acc[row i1 - i][j - lo] = fw[i] + ... + fw[j-1], summed left to right as every cell does.
+    for (std::int32_t i = i0; i <= i1; ++i) {
+      double* acc = s.acc.data() + at(i1 - i) * width;
+      double forward = 0;
+      for (std::int32_t k = i; k < lo; ++k) forward += md_.fw[at(k)];
+      acc[0] = forward;
+      for (std::size_t e = 1; e < width; ++e) acc[e] = forward += md_.fw[at(lo) + e - 1];
     }
-    // The first m of block q and the last.
-    auto block_lo = [&](std::size_t q) {
-      return std::max(a, (b0 + static_cast<size_type>(q)) * block);
+    auto acc_of = [&](const cell_state& cs, std::int32_t j) {
+      return s.acc[at(i1 - cs.i) * width + at(j - lo)];
     };
-    auto block_hi = [&](std::size_t q) {
-      return std::min(b, (b0 + static_cast<size_type>(q)) * block + block - 1);
-    };
-    double* least = s.least.data();
-    std::uint32_t* first = s.first.data();
-    double* block_best = s.block_best.data();
-    constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
-    std::fill(least, least + blocks, infinite_time);
-    std::fill(first, first + blocks, none);
+    const double* sample = t_.sample.data();
+    for (cell_state& cs : s.cells) {
+      if (!cs.active) continue;
+      std::fill(cs.least, cs.least + cs.blocks, infinite_time);
+      std::fill(cs.first, cs.first + cs.blocks, none);
+    }
+    branch br;
+    // 1. Each block of each cell runs first the branch of least lower bound there: it brings
+    // best near its final value, under most other branches' bounds.
+    for (std::int32_t j = lo; j <= l0; ++j)
+      for (cell_state& cs : s.cells) {
+        if (!cs.active) continue;
+        prepare(cs, j, acc_of(cs, j), br);
+        if (br.from == unreachable) continue;
+        const auto uj = static_cast<std::uint32_t>(j);
+        for (auto q = static_cast<std::ptrdiff_t>(br.first_block);
+             q < static_cast<std::ptrdiff_t>(cs.blocks); ++q) {
+          const double f = (br.acc + sample[br.r_sample + q]) + sample[br.l_sample + q];
+          const bool lower = f < cs.least[q];
+          cs.least[q] = lower ? f : cs.least[q];
+          cs.first[q] = lower ? uj : cs.first[q];
+        }
+      }
+    for (cell_state& cs : s.cells) {
+      if (!cs.active) continue;
+      std::size_t q = 0;
+      while (q < cs.blocks) {
+        const std::uint32_t j = cs.first[q];
+        std::size_t end = q + 1;
+        while (end < cs.blocks && cs.first[end] == j) ++end;
+        if (j != none) {
+          prepare(cs, static_cast<std::int32_t>(j), acc_of(cs, static_cast<std::int32_t>(j)), br);
+          run(br, cs.a, std::max(block_lo(cs, q), br.from), block_hi(cs, end - 1), cs.best);
+        }
+        q = end;
+      }
+      settle_all(cs);
+    }
+    // 2. Every other (branch, block) whose bound is below the block's best.
+    for (std::int32_t j = lo; j <= l0; ++j)
+      for (cell_state& cs : s.cells) {
+        if (!cs.active) continue;
+        prepare(cs, j, acc_of(cs, j), br);
+        if (br.from == unreachable) continue;
+        prune_and_run(cs, br, static_cast<std::uint32_t>(j), cs.first);
+      }
+  }
 
-    // 1. In each block, the branch of least bound runs first: it brings best near its final
-    // value, under most other branches' bounds.
-    for (std::size_t k = 0; k < width; ++k) {
-      const branch& br = s.branches[k];
-      if (br.from == unreachable) continue;
-      double* floor = s.floor.data() + k * blocks;
-      bounds_of(br, blocks, floor);
-      for (std::size_t q = br.first_block; q < blocks; ++q) {
-        const bool lower = floor[q] < least[q];
-        least[q] = lower ? floor[q] : least[q];
-        first[q] = lower ? static_cast<std::uint32_t>(k) : first[q];
-      }
-    }
-    for (std::size_t q = 0; q < blocks; ++q) {
-      if (first[q] != none) {
-        const branch& br = s.branches[first[q]];
-        run(br, a, std::max(block_lo(q), br.from), block_hi(q), best);
-      }
-      block_best[q] = best[block_lo(q) - a];
-    }
-    // 2. Every other branch, only in the blocks where its bound is below the best at the
-    // block's first m (the largest in the block); consecutive blocks run as one.
-    for (std::size_t k = 0; k < width; ++k) {
-      const branch& br = s.branches[k];
-      if (br.from == unreachable) continue;
-      const double* floor = s.floor.data() + k * blocks;
-      std::size_t q = br.first_block;
-      while (q < blocks) {
-        if (!(floor[q] < block_best[q]) || first[q] == k) {
-          ++q;
+  // The branch over the blocks of the cell where its lower bound is below the best at the
+  // block's first m (the largest in the block), but those whose first branch (`first`) is
+  // `self`; consecutive blocks run as one. No block from the first where even
+  // (acc + S(j, l)) + S(i, j-1), below every bound of the branch, reaches the best: best does not
+  // increase with m.
+  void prune_and_run(cell_state& cs, const branch& br, std::uint32_t self,
+                     const std::uint32_t* first) const {
+    const double* sample = t_.sample.data();
+    const double base = (br.acc + br.r_const) + br.l_const;
+    const double* bb = cs.block_best;
+    // block_best does not increase: the blocks from the first at or below base are all out.
+    const std::size_t end =
+        static_cast<std::size_t>(std::partition_point(bb + br.first_block, bb + cs.blocks,
+                                                      [&](double v) { return base < v; }) -
+                                 bb);
+    auto wanted = [&](std::size_t q) {
+      const auto sq = static_cast<std::ptrdiff_t>(q);
+      return ((br.acc + sample[br.r_sample + sq]) + sample[br.l_sample + sq] < bb[q]) &
+             (first[q] != self);
+    };
+    // 64 blocks at a time: their tests as bits, without branches; then the runs of set bits.
+    // A run lowers best, so a later bit may be stale: it only costs a run that could have
+    // been skipped, and the first block of each run is tested again.
+    for (std::size_t q0 = br.first_block; q0 < end; q0 += 64) {
+      const std::size_t n = std::min<std::size_t>(64, end - q0);
+      std::uint64_t bits = 0;
+      for (std::size_t k = 0; k < n; ++k)
+        bits |= static_cast<std::uint64_t>(wanted(q0 + k)) << k;
+      while (bits != 0) {
+        const int lo = std::countr_zero(bits);
+        const std::size_t q = q0 + static_cast<std::size_t>(lo);
+        if (!wanted(q)) {
+          bits &= bits - 1;
           continue;
         }
-        std::size_t end = q + 1;
-        while (end < blocks && floor[end] < block_best[end] && first[end] != k) ++end;
-        run(br, a, std::max(block_lo(q), br.from), block_hi(end - 1), best);
-        for (; q < end; ++q) block_best[q] = best[block_lo(q) - a];
+        const int len = std::countr_one(bits >> lo);
+        bits = lo + len >= 64 ? 0 : bits & (~std::uint64_t{0} << (lo + len));
+        const size_type hi = block_hi(cs, q + static_cast<std::size_t>(len) - 1);
+        run(br, cs.a, std::max(block_lo(cs, q), br.from), hi, cs.best);
+        settle(cs, q, hi);
       }
     }
-
-    const double S = t_.bounds.S[c];
-    double* out = t_.value.data() + t_.offset[c];
-    for (std::size_t k = 0; k < n; ++k) out[k] = std::max(S, best[k]);
   }
 
-  // floor[q] for q >= br.first_block: a lower bound of the branch over block q of the cell.
-  void bounds_of(const branch& br, std::size_t blocks, double* floor) const noexcept {
+  // Keeps best non-increasing in m after a run that ended at m = hi, and the block maxima up to
+  // date from block q on; returns the first block past those it changed. Past hi, best falls to
+  // best(hi) until it is lower. Exact: a value lowered so is the value of a branch at a smaller m,
+  // never below the least branch value at m (each branch is non-increasing); where the least
+  // branch is pruned its bound was at or above best there, so it is never lost.
+  static std::size_t settle(cell_state& cs, std::size_t q, size_type hi) noexcept {
+    double* best = cs.best;
+    const size_type a = cs.a;
+    const double v = best[hi - a];
+    size_type m = hi + 1;
+    while (m <= cs.b && best[m - a] > v) best[m++ - a] = v;
+    const auto end = static_cast<std::size_t>((m - 1) / block - a / block) + 1;
+    for (; q < end; ++q) cs.block_best[q] = best[block_lo(cs, q) - a];
+    return q;
+  }
+
+  // After runs of different branches in different blocks: best non-increasing again (as
+  // `settle`), and the block maxima.
+  static void settle_all(cell_state& cs) noexcept {
+    double* best = cs.best;
+    const auto n = static_cast<std::size_t>(cs.b - cs.a + 1);
+    for (std::size_t k = 1; k < n; ++k) best[k] = best[k] < best[k - 1] ? best[k] : best[k - 1];
+    for (std::size_t q = 0; q < cs.blocks; ++q) cs.block_best[q] = best[block_lo(cs, q) - cs.a];
+  }
+
+  // The cell's tape branch and its split points outside [shared_lo, shared_hi] (the shared ones
+  // are done; an empty range when shared_lo > shared_hi ... given as (l, l) for diagonal tiles,
+  // where j = l is then taken too).
+  void own_splits(const cell_state& cs_in, std::int32_t i1, std::int32_t l0, scratch& s) const {
+    cell_state cs = cs_in;
+    const std::int32_t i = cs.i;
+    const std::int32_t l = cs.l;
+    if (t_.branches == dp_branches::tape_and_checkpoint) tape(i, l, cs.a, cs.b, cs.best);
+    // Split points j in [i + 1, i1] and [l0 + 1, l] (diagonal tiles: i1 = l0 = l, every j).
+    std::size_t n = 0;
+    double forward = 0;
+    const std::int32_t first_hi = std::min(i1, l);
+    for (std::int32_t j = i + 1; j <= first_hi; ++j) {
+      forward += md_.fw[at(j - 1)];
+      prepare(cs, j, forward, s.branches[n++]);
+    }
+    if (first_hi < l) {
+      for (std::int32_t j = first_hi + 1; j <= l0; ++j) forward += md_.fw[at(j - 1)];
+      for (std::int32_t j = l0 + 1; j <= l; ++j) {
+        forward += md_.fw[at(j - 1)];
+        prepare(cs, j, forward, s.branches[n++]);
+      }
+    }
+    std::fill(cs.least, cs.least + cs.blocks, infinite_time);
+    std::fill(cs.first, cs.first + cs.blocks, none);
     const double* sample = t_.sample.data();
-    const double acc = br.acc;
-    for (auto q = static_cast<std::ptrdiff_t>(br.first_block);
-         q < static_cast<std::ptrdiff_t>(blocks); ++q)
-      floor[q] = (acc + sample[br.r_sample + q]) + sample[br.l_sample + q];
+    for (std::size_t k = 0; k < n; ++k) {
+      const branch& br = s.branches[k];
+      if (br.from == unreachable) continue;
+      double* floor = s.floor.data() + k * s.stride_q;
+      for (auto q = static_cast<std::ptrdiff_t>(br.first_block);
+           q < static_cast<std::ptrdiff_t>(cs.blocks); ++q) {
+        floor[q] = (br.acc + sample[br.r_sample + q]) + sample[br.l_sample + q];
+        const bool lower = floor[q] < cs.least[q];
+        cs.least[q] = lower ? floor[q] : cs.least[q];
+        cs.first[q] = lower ? static_cast<std::uint32_t>(k) : cs.first[q];
+      }
+    }
+    for (std::size_t q = 0; q < cs.blocks; ++q) {
+      if (cs.first[q] != none) {
+        const branch& br = s.branches[cs.first[q]];
+        run(br, cs.a, std::max(block_lo(cs, q), br.from), block_hi(cs, q), cs.best);
+      }
+    }
+    settle_all(cs);
+    for (std::size_t k = 0; k < n; ++k) {
+      const branch& br = s.branches[k];
+      if (br.from == unreachable) continue;
+      prune_and_run(cs, br, static_cast<std::uint32_t>(k), cs.first);
+    }
   }
 
-  void samples(std::size_t c) const {
-    const size_type need = t_.bounds.need[c];
+  // Writes the cell's values (clamped to S, as `optimal_cell` does) and its samples.
+  void finish(const cell_state& cs) const {
+    if (cs.active) {
+      const double S = t_.bounds.S[cs.c];
+      double* out = t_.value.data() + t_.offset[cs.c];
+      const auto n = static_cast<std::size_t>(cs.b - cs.a + 1);
+      for (std::size_t k = 0; k < n; ++k) out[k] = std::max(S, cs.best[k]);
+    }
+    const size_type need = t_.bounds.need[cs.c];
     if (need > t_.M) return;
-    double* out = t_.sample.data() + t_.sample_offset[c];
+    double* out = t_.sample.data() + t_.sample_offset[cs.c];
     for (size_type blk = need / block; blk <= t_.M / block; ++blk)
-      *out++ = t_.get(c, std::min(t_.M, blk * block + block - 1));
+      *out++ = t_.get(cs.c, std::min(t_.M, blk * block + block - 1));
   }
 
   // The tape branch: fw[i] + bw[i] + OPT(i+1, l, m - xb[i+1]).
@@ -327,14 +558,15 @@ class dp {
     }
   }
 
-  void prepare(std::int32_t i, std::int32_t l, std::int32_t j, double acc, size_type a, size_type b,
-               branch& br) const {
+  void prepare(const cell_state& cs, std::int32_t j, double acc, branch& br) const {
+    const std::int32_t i = cs.i;
+    const std::int32_t l = cs.l;
     const interval_info& right = info_[interval_index(md_.L, j, l)];
     const interval_info& left = info_[interval_index(md_.L, i, j - 1)];
     br.acc = acc;
     const size_type shift = md_.x[at(j)];
     if (right.need == unreachable || left.need == unreachable ||
-        std::max(right.need + shift, left.need) > b) {
+        std::max(right.need + shift, left.need) > cs.b) {
       br.from = unreachable;
       return;
     }
@@ -351,7 +583,7 @@ class dp {
     // (a / block + q) - x_j / block of OPT(j, l, .) (when m1 is a block's last m; at M or b,
     // m1 is smaller and that block's sample still bounds it). The samples of an interval start
     // at its need's block.
-    const size_type b0 = a / block;
+    const size_type b0 = cs.a / block;
     const size_type q0 = std::max(b0, br.from / block) - b0;
     br.first_block = static_cast<std::size_t>(q0);
     const size_type shift_blocks = shift / block;
@@ -391,17 +623,42 @@ class dp {
   std::vector<interval_info> info_;
 };
 
+// The working arrays of one thread.
+inline std::size_t scratch_doubles(std::int32_t L, size_type M, std::int32_t tile) {
+  const auto side = static_cast<std::size_t>(tile);
+  const auto stride_m = static_cast<std::size_t>(M) + 1;
+  const auto stride_q = static_cast<std::size_t>(M / block) + 1;
+  // best, least, first (half a double each), block_best per cell; acc; floors of 2 side branches.
+  return side * side * (stride_m + 3 * stride_q) + side * (static_cast<std::size_t>(L) + 1) +
+         2 * side * stride_q;
+}
+
+inline scratch make_scratch(std::int32_t L, size_type M, std::int32_t tile) {
+  const auto side = static_cast<std::size_t>(tile);
+  scratch s;
+  s.stride_m = static_cast<std::size_t>(M) + 1;
+  s.stride_q = static_cast<std::size_t>(M / block) + 1;
+  s.best.resize(side * side * s.stride_m);
+  s.least.resize(side * side * s.stride_q);
+  s.first.resize(side * side * s.stride_q);
+  s.block_best.resize(side * side * s.stride_q);
+  s.cells.reserve(side * side);
+  s.acc.resize(side * (static_cast<std::size_t>(L) + 1));
+  s.branches.resize(2 * side);
+  s.floor.resize(2 * side * s.stride_q);
+  return s;
+}
+
 }  // namespace fast
 
 // Every byte `optimal_dp_fast` allocates beyond the bounds and the layout: values, samples, the
 // intervals' summary, and per thread its scratch.
 inline double fast_table_bytes(const fast_layout& layout, std::int32_t L, size_type M,
                                unsigned threads) {
-  const double per_thread =
-      (static_cast<double>(M) + 1) * sizeof(double) +
-      (static_cast<double>(L) + 1) * sizeof(fast::branch) +
-      (static_cast<double>(M / fast::block) + 1) *
-          ((static_cast<double>(L) + 3) * sizeof(double) + sizeof(std::uint32_t));
+  const auto side = static_cast<double>(fast::tile_side(M));
+  const double per_thread = static_cast<double>(fast::scratch_doubles(L, M, fast::tile_side(M))) * sizeof(double) +
+                            side * side * sizeof(fast::cell_state) +
+                            2 * side * sizeof(fast::branch);
   return static_cast<double>(layout.entries + layout.samples) * sizeof(double) +
          static_cast<double>(layout.offset.size()) * sizeof(fast::interval_info) +
          static_cast<double>(threads) * per_thread;
@@ -415,9 +672,18 @@ inline unsigned dp_threads(unsigned threads) noexcept {
 
 // The fast DP over m in [0, M] for every interval, with `threads` threads (>= 1). `bounds` must be
 // `make_interval_bounds(md, persistent_need(md, branches), branches)` and `layout` its
-// `make_fast_layout`.
+// `make_fast_layout`. `side` sets the tiles' side (0: `fast::tile_side(M)`; the tests vary it:
+// the result does not depend on it either).
+//
+// The cells go by square tiles (`fast::tile_side`), tile (p, q) holding rows [pT, pT + T - 1]
+// and columns [qT, qT + T - 1]; tile (p, q) reads the tiles (p', q) for p < p' <= q and (p, q')
+// for p <= q' < q, so tiles go by diagonals q - p. Threads take tiles in that order from a
+// counter, each waiting for the two tiles it reads last ((p + 1, q) and (p, q - 1), which waited
+// for theirs). Every cell computes the same function of the same inputs whatever the order, so
+// the result does not depend on the thread count.
 inline fast_table optimal_dp_fast(const model& md, interval_bounds bounds, fast_layout layout,
-                                  size_type M, dp_branches branches, unsigned threads) {
+                                  size_type M, dp_branches branches, unsigned threads,
+                                  std::int32_t side = 0) {
   fast_table t;
   t.L = md.L;
   t.M = M;
@@ -428,63 +694,49 @@ inline fast_table optimal_dp_fast(const model& md, interval_bounds bounds, fast_
   t.sample_offset = std::move(layout.sample_offset);
   t.sample.resize(layout.samples);
   const std::int32_t L = md.L;
-  // Columns go by groups of `group_width`: row i of the table (read by every cell (i, .)) is
-  // then used by that many cells in a row while it is in cache.
-  constexpr std::int32_t group_width = 8;
-  const std::int32_t groups = L / group_width + 1;
-  const unsigned workers = std::clamp(threads, 1U, static_cast<unsigned>(groups));
+  if (side <= 0) side = fast::tile_side(M);
+  const std::int32_t n = L / side + 1;  // tiles per side, over the indices 0 .. L
+  std::vector<std::pair<std::int32_t, std::int32_t>> order;
+  order.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(n + 1) / 2);
+  for (std::int32_t d = 0; d < n; ++d)
+    for (std::int32_t p = 0; p + d < n; ++p) order.emplace_back(p, p + d);
   const fast::dp dp(md, t);
-  const auto blocks = static_cast<std::size_t>(M / fast::block + 1);
-  auto new_scratch = [&] {
-    fast::scratch s;
-    s.best.resize(static_cast<std::size_t>(M) + 1);
-    s.branches.resize(static_cast<std::size_t>(L) + 1);
-    s.floor.resize(blocks * (static_cast<std::size_t>(L) + 1));
-    s.least.resize(blocks);
-    s.first.resize(blocks);
-    s.block_best.resize(blocks);
-    return s;
+  auto compute = [&](std::pair<std::int32_t, std::int32_t> pq, fast::scratch& s) {
+    const auto [p, q] = pq;
+    dp.tile(p * side, std::min(L, p * side + side - 1), q * side, std::min(L, q * side + side - 1),
+            s);
   };
-  // Group g: columns [g * group_width, min(L, (g + 1) * group_width - 1)], rows from the last
-  // down, each row from its first column to its last. Cell (i, l) reads (i, l - 1) and the
-  // cells of column l below row i: in a group, (i, l0) of its first column l0 only needs row i
-  // of the previous group done.
-  auto group = [&](std::int32_t g, fast::scratch& s, auto&& wait, auto&& done) {
-    const std::int32_t l0 = g * group_width;
-    const std::int32_t l1 = std::min(L, l0 + group_width - 1);
-    for (std::int32_t i = l1; i >= 0; --i) {
-      if (i < l0) wait(g, i);
-      for (std::int32_t l = std::max(l0, i); l <= l1; ++l) dp.cell(i, l, s);
-      done(g, i);
-    }
-  };
+  const unsigned workers = std::clamp(threads, 1U, static_cast<unsigned>(n));
   if (workers == 1) {
-    fast::scratch s = new_scratch();
-    for (std::int32_t g = 0; g < groups; ++g)
-      group(
-          g, s, [](std::int32_t, std::int32_t) {}, [](std::int32_t, std::int32_t) {});
+    fast::scratch s = fast::make_scratch(L, M, side);
+    for (const auto& pq : order) compute(pq, s);
     return t;
   }
-  // progress[g]: the least row i whose cells in group g are done (past the group before any).
-  std::vector<std::atomic<std::int32_t>> progress(static_cast<std::size_t>(groups));
-  for (auto& p : progress) p.store(L + 1);
-  std::vector<fast::scratch> scratches;
-  for (unsigned w = 0; w < workers; ++w) scratches.push_back(new_scratch());
-  auto wait = [&](std::int32_t g, std::int32_t i) {
-    const std::atomic<std::int32_t>& before = progress[static_cast<std::size_t>(g - 1)];
-    while (before.load(std::memory_order_acquire) > i) std::this_thread::yield();
+  // done[p * n + q]: tile (p, q) is written.
+  std::vector<std::atomic<bool>> done(static_cast<std::size_t>(n) * static_cast<std::size_t>(n));
+  for (auto& d : done) d.store(false, std::memory_order_relaxed);
+  auto done_at = [&](std::int32_t p, std::int32_t q) -> std::atomic<bool>& {
+    return done[static_cast<std::size_t>(p) * static_cast<std::size_t>(n) +
+                static_cast<std::size_t>(q)];
   };
-  auto done = [&](std::int32_t g, std::int32_t i) {
-    progress[static_cast<std::size_t>(g)].store(i, std::memory_order_release);
-  };
-  auto work = [&](unsigned w) {
-    for (auto g = static_cast<std::int32_t>(w); g < groups; g += static_cast<std::int32_t>(workers))
-      group(g, scratches[w], wait, done);
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    fast::scratch s = fast::make_scratch(L, M, side);
+    for (std::size_t k = next.fetch_add(1); k < order.size(); k = next.fetch_add(1)) {
+      const auto [p, q] = order[k];
+      auto wait = [&](std::int32_t wp, std::int32_t wq) {
+        while (!done_at(wp, wq).load(std::memory_order_acquire)) std::this_thread::yield();
+      };
+      if (p + 1 <= q) wait(p + 1, q);
+      if (q - 1 >= p) wait(p, q - 1);
+      compute(order[k], s);
+      done_at(p, q).store(true, std::memory_order_release);
+    }
   };
   {
     std::vector<std::jthread> pool;
-    for (unsigned w = 1; w < workers; ++w) pool.emplace_back(work, w);
-    work(0);
+    for (unsigned w = 1; w < workers; ++w) pool.emplace_back(work);
+    work();
   }
   return t;
 }

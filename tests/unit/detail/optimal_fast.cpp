@@ -39,12 +39,15 @@ void roughen_times(chain& c, std::mt19937_64& rng) {
   c.loss_time = pick();
 }
 
-fast_table fast_dp(const model& md, size_type M, dp_branches branches, unsigned threads) {
+// `side`: the tiles' side, 0 for the automatic one (16 for these small M: a 9-stage chain is
+// then one tile, and only smaller sides reach the split points shared by a tile's cells).
+fast_table fast_dp(const model& md, size_type M, dp_branches branches, unsigned threads,
+                   std::int32_t side = 0) {
   remat::detail::interval_bounds bounds = remat::detail::make_interval_bounds(
       md, remat::detail::persistent_need(md, branches), branches);
   remat::detail::fast_layout layout = remat::detail::make_fast_layout(bounds, md.L, M);
   return remat::detail::optimal_dp_fast(md, std::move(bounds), std::move(layout), M, branches,
-                                        threads);
+                                        threads, side);
 }
 
 std::vector<remat::op> fast_ops(const model& md, const fast_table& t, size_type m) {
@@ -74,7 +77,7 @@ long differences(const model& md, const optimal_table& ref, const fast_table& fa
 
 }  // namespace
 
-TEST_CASE("property: the fast DP equals the reference in every cell, 1 to 3 threads") {
+TEST_CASE("property: the fast DP equals the reference in every cell, 1 to 3 threads, any tile") {
   std::mt19937_64 rng(51);
   long cells = 0;
   int cases = 0;
@@ -99,11 +102,13 @@ TEST_CASE("property: the fast DP equals the reference in every cell, 1 to 3 thre
         (branches == dp_branches::tape_and_checkpoint ? b.store[root] : 2 * b.need[root]) +
         cases % 4;
     const unsigned threads = 1 + static_cast<unsigned>(cases % 3);
+    const std::int32_t side = cases % 4 == 0 ? 0 : 1 + cases % 4;  // automatic, 2, 3, 4
     CAPTURE(unit);
     CAPTURE(M);
     CAPTURE(threads);
+    CAPTURE(side);
     const optimal_table ref = remat::detail::optimal_dp_reference(md, M, branches);
-    const fast_table fast = fast_dp(md, M, branches, threads);
+    const fast_table fast = fast_dp(md, M, branches, threads, side);
     REQUIRE(differences(md, ref, fast) == 0);
     cells += static_cast<long>(remat::detail::interval_count(md.L)) * (M + 1);
     // The schedules read back at every budget are the same, and replay to the predicted time.
@@ -174,6 +179,40 @@ TEST_CASE("longer chains: 1 and 4 threads fill the same table") {
       CHECK(differences(md, ref, one) == 0);
     }
   }
+}
+
+TEST_CASE("property: many blocks of m and many tiles: every cell equals the reference's") {
+  // Budgets of hundreds of units (the pruning works on blocks of 32), chains of 12 to 30 stages
+  // cut into tiles of 2 to 7: most split points are shared by a tile's cells.
+  std::mt19937_64 rng(55);
+  int compared = 0;
+  for (int n = 0; n < 40; ++n) {
+    remat::testing::random_chain_options o;
+    o.min_stages = 12;
+    o.max_stages = 30;
+    o.max_size = 60;
+    chain c = remat::testing::random_chain(rng, o);
+    if (n % 2 == 1) roughen_times(c, rng);
+    INFO(remat::testing::chain_text(c));
+    const model md = remat::detail::make_model(c, 1);
+    const dp_branches branches =
+        n % 4 == 3 ? dp_branches::checkpoint_only : dp_branches::tape_and_checkpoint;
+    const remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
+        md, remat::detail::persistent_need(md, branches), branches);
+    const size_type need = b.need[interval_index(md.L, 0, md.L)];
+    if (need == remat::detail::unreachable) continue;
+    // From a tight budget to well above it.
+    const size_type M = need + (need * static_cast<size_type>(n % 5)) / 2 + 40;
+    const std::int32_t side = 2 + n % 6;
+    const unsigned threads = 1 + static_cast<unsigned>(n % 2);
+    CAPTURE(M);
+    CAPTURE(side);
+    CAPTURE(threads);
+    const optimal_table ref = remat::detail::optimal_dp_reference(md, M, branches);
+    CHECK(differences(md, ref, fast_dp(md, M, branches, threads, side)) == 0);
+    ++compared;
+  }
+  CHECK(compared >= 30);
 }
 
 TEST_CASE("the table-memory guard refuses before allocating, with a clear message") {
