@@ -300,7 +300,9 @@ inline solve_report compute_report(const io::chain_file& file, const solve_reque
   rep.file = &file;
   rep.solver = req.solvers.empty() ? remat::solver::optimal : req.solvers.front();
   rep.slots = req.slots;
-  rep.result = remat::solve(file.chain, req.budget, {.solver = rep.solver, .slots = req.slots});
+  // Every hardware thread fills the DP table: the schedule does not depend on their number.
+  rep.result = remat::solve(file.chain, req.budget,
+                            {.solver = rep.solver, .slots = req.slots, .threads = 0});
   if (rep.result.feasible) rep.replayed = simulate(file.chain, rep.result.plan);
   const auto L = static_cast<std::int32_t>(file.chain.length());
   const std::vector<op> all = store_all_ops(L);
@@ -816,6 +818,7 @@ inline std::string run_sweep(const io::chain_file& file, const solve_request& re
   options.solvers = sweep_solvers(req, file.chain, note);
   options.points = req.points ? static_cast<std::size_t>(*req.points) : 20;
   options.slots = req.slots;
+  options.threads = 0;  // every hardware thread, as for one budget
   std::optional<detail::output_file> csv_file, plot_file;
   if (req.csv) csv_file.emplace(*req.csv);
   if (req.plot) plot_file.emplace(*req.plot);

@@ -4,10 +4,12 @@
 //
 // Work is counted in (interval, split) pairs for the least-memory DP, which runs once per unit
 // tried, and in (interval, m, split) triples for the main DP before its pruning: the sums behind
-// MODEL.md's O(L^3) and O(L^3 M). The rates turn them into seconds: the lowest measured for this
-// library's optimized build (g++ 12 -O2) on one core of the 2-core development machine under load,
-// on random chains whose tapes and overheads defeat most of the main DP's pruning. So the
-// estimate is an upper bound: real chains usually run several times faster.
+// MODEL.md's O(L^3) and O(L^3 M). The rates turn them into seconds. The least-memory rates are the
+// lowest measured for this library's optimized build (g++ 12 -O2) on one core of the 2-core
+// development machine under load. The main DP ran 2.0e9 to 2.9e9 triples per second there on
+// random chains (tests/support/random_chain.hpp, 50 to 600 stages, 500 to 4000 slots, budgets of
+// 20% to 80% of store-all) and 4e9 on the 1000-stage synthetic chain of the benchmarks; the rate
+// below leaves room for a loaded or slower machine, so the estimate is an upper bound there.
 #pragma once
 
 #include <remat/chain.hpp>
@@ -27,7 +29,7 @@ namespace remat::detail {
 
 inline constexpr double need_pairs_per_second = 1.5e8;        // persistent_need_fast
 inline constexpr double exact_need_pairs_per_second = 4.0e7;  // least_peak_dp
-inline constexpr double main_triples_per_second = 2.5e8;      // optimal_dp_fast
+inline constexpr double main_triples_per_second = 1.5e9;      // optimal_dp_fast
 
 // (interval, split) pairs of one least-memory DP: the sum over 0 <= i < l <= L of l - i.
 constexpr double need_dp_pairs(std::int32_t L) noexcept {

@@ -25,7 +25,6 @@
 #include <filesystem>
 #include <fstream>
 #include <istream>
-#include <iterator>
 #include <ostream>
 #include <stdexcept>
 #include <string>
@@ -253,11 +252,26 @@ inline std::string json_error_text(const std::string& what) {
 
 }  // namespace detail
 
+/// The most a chain file may hold by default: far above any real chain (JSON takes about 150
+/// bytes per stage, and the DP solvers stop at a few thousand stages). Reading stops there, so
+/// that a path such as /dev/zero is an error, not a read until memory runs out.
+inline constexpr std::size_t max_chain_file_bytes = std::size_t{256} << 20;
+
 /// Reads a chain file from `in`; `source_name` is the name errors give for it.
-/// Throws `chain_file_error` for anything chain-format.md calls an error.
-inline chain_file read_chain(std::istream& in, std::string_view source_name) {
+/// Throws `chain_file_error` for anything chain-format.md calls an error, and for more than
+/// `max_bytes` of input.
+inline chain_file read_chain(std::istream& in, std::string_view source_name,
+                             std::size_t max_bytes = max_chain_file_bytes) {
   const std::string source(source_name);
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::string text;
+  char buffer[65536];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    text.append(buffer, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > max_bytes)
+      throw chain_file_error(source, chain_file_error::no_stage, "",
+                             "not a chain file: longer than " + std::to_string(max_bytes) +
+                                 " bytes (max_chain_file_bytes)");
+  }
   if (in.bad())
     throw chain_file_error(source, chain_file_error::no_stage, "", "cannot read the file");
   detail::json doc;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <random>
@@ -220,6 +221,33 @@ TEST_CASE("the format, when given, must be remat-chain/1") {
         "chain.json: format: must be a string (got number)");
   CHECK(error_of(R"({"format": "rotor", )" + rest) ==
         "chain.json: format: unsupported \"rotor\" (this reader knows \"remat-chain/1\")");
+}
+
+TEST_CASE("input past the size limit is refused, whatever follows") {
+  // A stream that never ends (as /dev/zero does): the reader stops at the limit.
+  struct endless : std::streambuf {
+    char block[4096] = {};
+    int_type underflow() override {
+      std::fill(std::begin(block), std::end(block), ' ');
+      setg(block, block, block + sizeof block);
+      return traits_type::to_int_type(block[0]);
+    }
+  } source;
+  std::istream in(&source);
+  try {
+    remat::io::read_chain(in, "zeros", 1 << 20);
+    FAIL("read without error");
+  } catch (const chain_file_error& e) {
+    CHECK(std::string(e.what()) ==
+          "zeros: not a chain file: longer than 1048576 bytes (max_chain_file_bytes)");
+  }
+  // At the limit exactly, a file is read.
+  const std::string text = R"({"stages": [{"forward_time": 1, "backward_time": 1,
+      "output_size": 1, "tape_size": 1}], "input_size": 1})";
+  std::istringstream exact(text);
+  CHECK(remat::io::read_chain(exact, "exact", text.size()).chain.length() == 1);
+  std::istringstream over(text);
+  CHECK_THROWS_AS(remat::io::read_chain(over, "over", text.size() - 1), chain_file_error);
 }
 
 TEST_CASE("files that cannot be opened are named") {
