@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -253,4 +255,25 @@ TEST_CASE("the table-memory guard refuses before allocating, with a clear messag
         (physical == 0 ? std::size_t{4} << 30 : physical / 2));
   CHECK(remat::detail::dp_threads(0) >= 1);
   CHECK(remat::detail::dp_threads(3) == 3);
+}
+
+TEST_CASE("the table allocator: huge-page alignment from 32 MiB to 1 GiB, values kept") {
+  using alloc = remat::detail::table_allocator<double>;
+  const std::size_t mib = std::size_t{1} << 20;
+#if defined(__linux__)
+  CHECK_FALSE(alloc::huge(32 * mib - 1));
+  CHECK(alloc::huge(32 * mib));
+  CHECK(alloc::huge(1024 * mib));
+  CHECK_FALSE(alloc::huge(1024 * mib + 1));
+#endif
+  remat::detail::table_vector big(5 * mib);  // 40 MiB
+  if (alloc::huge(big.size() * sizeof(double)))
+    CHECK(reinterpret_cast<std::uintptr_t>(big.data()) % (2 * mib) == 0);
+  for (std::size_t k = 0; k < big.size(); k += 4096) big[k] = static_cast<double>(k);
+  remat::detail::table_vector copy = big;
+  CHECK(copy == big);
+  remat::detail::table_vector small(10, 2.5);  // a value given is a value kept
+  CHECK(small == remat::detail::table_vector(10, 2.5));
+  CHECK_THROWS_AS((void)alloc{}.allocate(std::numeric_limits<std::size_t>::max() / 4),
+                  std::bad_array_new_length);
 }
