@@ -232,10 +232,13 @@ namespace fast {
 // T^2 (M + 1) doubles. Measured on the development machine (1 MiB of L2 per core, 32 MiB of L3
 // shared): 24 is best up to a few hundred slots (T = 8 took 1.7 times as long at 500 stages and
 // 500 slots), 32 at 1000 slots (24.8 s at 1000 stages, against 27.5 s with 24 and 38 s with 11),
-// and 48 or more is slower again. No larger than the chain.
+// and 48 or more is slower again. No larger than the chain, and small enough that the working
+// arrays stay within 64 MiB a thread (beyond about 8000 slots).
 inline std::int32_t tile_side(std::int32_t L, size_type M) noexcept {
-  const std::int32_t side = M < 768 ? 24 : 32;
-  return std::min(side, L + 1);
+  std::int32_t side = std::min(M < 768 ? 24 : 32, L + 1);
+  const double per_cell = (static_cast<double>(M) + 1) * sizeof(double);
+  while (side > 2 && static_cast<double>(side) * side * per_cell > 67108864.0) --side;
+  return side;
 }
 
 // What a cell needs to know of its checkpoint branch at j.
