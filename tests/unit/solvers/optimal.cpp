@@ -5,6 +5,7 @@
 
 #include <remat/simulate.hpp>
 #include <remat/solvers/exhaustive.hpp>
+#include <remat/solvers/sequential.hpp>
 #include <remat/solvers/store_all.hpp>
 
 #include <doctest/doctest.h>
@@ -295,6 +296,57 @@ TEST_CASE("property: slots are never faster than exact units") {
       CHECK((r.plan.makespan > best || close(r.plan.makespan, best)));
     }
   }
+}
+
+TEST_CASE("property: with slots, never slower than checkpoint-all or checkpoint_sequential") {
+  // Sizes rounded up to slots can cost the DP's schedule what exact sizes do not: `optimal`
+  // then returns the faster simple schedule, and its least budget is never above theirs.
+  std::mt19937_64 rng(61);
+  int won = 0;
+  int rescued = 0;
+  for (int n = 0; n < 600; ++n) {
+    const chain c = random_chain(rng, {2, 10, 1000, n % 2 == 0});
+    INFO(chain_text(c));
+    const auto length = static_cast<std::int32_t>(c.length());
+    const size_type slots = std::uniform_int_distribution<size_type>(5, 60)(rng);
+    const size_type top = store_all_replay(c).peak_memory;
+    const size_type b = std::uniform_int_distribution<size_type>(top / 3, top)(rng);
+    CAPTURE(slots);
+    CAPTURE(b);
+    const solve_result r = remat::solve_optimal(c, b, {.slots = slots});
+    const solve_result seq = remat::solve_sequential(c, b);
+    const replay_result all = remat::simulate(c, remat::detail::checkpoint_all_ops(length));
+    CHECK(r.min_feasible_budget <= seq.min_feasible_budget);
+    CHECK(r.min_feasible_budget <= all.peak_memory);
+    for (const double simple : {seq.feasible ? seq.plan.makespan : infinite,
+                                all.peak_memory <= b ? all.makespan : infinite}) {
+      if (simple == infinite) continue;
+      REQUIRE(r.feasible);
+      CHECK(r.plan.makespan <= simple);
+    }
+    if (!r.feasible) continue;
+    const replay_result replayed = remat::simulate(c, r.plan.ops);
+    CHECK(replayed.valid());
+    CHECK(replayed.peak_memory <= b);
+    CHECK(close(replayed.makespan, r.plan.makespan));
+    // How often the simple schedules mattered: the DP alone (no fallback) is the reference DP
+    // on the rounded model.
+    const remat::detail::model md = remat::detail::make_model(c, r.unit);
+    const size_type units =
+        std::min(b / r.unit, store_all_replay(remat::detail::to_chain(md)).peak_memory);
+    if (units < md.x[0]) {
+      ++rescued;
+      continue;
+    }
+    const remat::detail::optimal_table t = remat::detail::optimal_dp_reference(md, units - md.x[0]);
+    const double dp = t.value[t.at(0, md.L, units - md.x[0])];
+    if (dp == infinite)
+      ++rescued;
+    else if (r.plan.makespan < dp)
+      ++won;
+  }
+  CHECK(won > 0);
+  CHECK(rescued > 0);
 }
 
 TEST_CASE("slots: too few to hold what every schedule needs at once") {
