@@ -274,10 +274,8 @@ struct cell_state {
 };
 
 struct scratch {
-  std::size_t stride_m = 0;  // per cell in `best`
-  std::size_t stride_q = 0;  // per cell (or branch) in the block arrays
-  std::vector<double> best;
-  std::vector<double> block_best;
+  std::vector<double> best;        // the tile's cells' `best`, one after the other
+  std::vector<double> block_best;  // and their `block_best`
   std::vector<cell_state> cells;
   std::vector<double> acc;  // [row][j - ext_lo]: fw[i] + ... + fw[j-1]
 };
@@ -324,10 +322,12 @@ class dp {
   // Then each cell, in dependency order, takes its tape branch and its other split points, whose
   // intervals lie in the tile, and is written.
   void tile(std::int32_t i0, std::int32_t i1, std::int32_t l0, std::int32_t l1, scratch& s) const {
+    // The cells' working arrays, packed by their own ranges of m (at most side^2 (M + 1)).
     s.cells.clear();
+    std::size_t values = 0;
+    std::size_t blocks = 0;
     for (std::int32_t i = i1; i >= i0; --i)
       for (std::int32_t l = std::max(i, l0); l <= l1; ++l) {
-        const std::size_t n = s.cells.size();
         cell_state cs;
         cs.i = i;
         cs.l = l;
@@ -335,14 +335,26 @@ class dp {
         cs.a = t_.bounds.need[cs.c];
         cs.b = t_.top(cs.c);
         cs.active = i != l && cs.b >= cs.a;
-        cs.best = s.best.data() + n * s.stride_m;
-        cs.block_best = s.block_best.data() + n * s.stride_q;
         if (cs.active) {
           cs.blocks = static_cast<std::size_t>(cs.b / block - cs.a / block + 1);
-          std::fill(cs.best, cs.best + (cs.b - cs.a + 1), infinite_time);
+          values += static_cast<std::size_t>(cs.b - cs.a + 1);
+          blocks += cs.blocks;
         }
         s.cells.push_back(cs);
       }
+    if (s.best.size() < values) s.best.resize(values);
+    if (s.block_best.size() < blocks) s.block_best.resize(blocks);
+    values = 0;
+    blocks = 0;
+    for (cell_state& cs : s.cells) {
+      if (!cs.active) continue;
+      const auto n = static_cast<std::size_t>(cs.b - cs.a + 1);
+      cs.best = s.best.data() + values;
+      cs.block_best = s.block_best.data() + blocks;
+      std::fill(cs.best, cs.best + n, infinite_time);
+      values += n;
+      blocks += cs.blocks;
+    }
     const bool shared = i1 < l0;
     if (shared) shared_splits(i0, i1, l0, s);
     for (cell_state& cs : s.cells) {
@@ -597,13 +609,14 @@ inline std::size_t scratch_doubles(std::int32_t L, size_type M, std::int32_t til
   return side * side * (stride_m + stride_q) + side * (static_cast<std::size_t>(L) + 1);
 }
 
+// A thread's working arrays. `best` and `block_best` are reserved for a full tile at the largest
+// range (what the memory guard counts) and used as far as the tiles need: pages never touched
+// cost nothing.
 inline scratch make_scratch(std::int32_t L, size_type M, std::int32_t tile) {
   const auto side = static_cast<std::size_t>(tile);
   scratch s;
-  s.stride_m = static_cast<std::size_t>(M) + 1;
-  s.stride_q = static_cast<std::size_t>(M / block) + 1;
-  s.best.resize(side * side * s.stride_m);
-  s.block_best.resize(side * side * s.stride_q);
+  s.best.reserve(side * side * (static_cast<std::size_t>(M) + 1));
+  s.block_best.reserve(side * side * (static_cast<std::size_t>(M / block) + 1));
   s.cells.reserve(side * side);
   s.acc.resize(side * (static_cast<std::size_t>(L) + 1));
   return s;
