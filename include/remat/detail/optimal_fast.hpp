@@ -358,7 +358,12 @@ class dp {
     const bool shared = i1 < l0;
     if (shared) shared_splits(i0, i1, l0, s);
     for (cell_state& cs : s.cells) {
-      if (cs.active) own_splits(cs, shared ? i1 : cs.l, shared ? l0 : cs.l);
+      if (cs.active) {
+        if (shared)
+          own_splits(cs, i1, l0, s.acc[shared_acc(i1, l0, cs.i, l0)]);
+        else
+          own_splits(cs, cs.l, cs.l, 0);
+      }
       finish(cs);
     }
   }
@@ -373,20 +378,26 @@ class dp {
     return std::min(cs.b, (cs.a / block + static_cast<size_type>(q)) * block + block - 1);
   }
 
+  // Where `shared_splits` keeps fw[i] + ... + fw[j-1] (summed left to right, as every cell
+  // does) for row i and split point j in [i1 + 1, l0] of an off-diagonal tile.
+  static std::size_t shared_acc(std::int32_t i1, std::int32_t l0, std::int32_t i,
+                                std::int32_t j) noexcept {
+    return at(i1 - i) * at(l0 - i1) + at(j - i1 - 1);
+  }
+
   // The split points j in [i1 + 1, l0] of every cell of an off-diagonal tile.
   void shared_splits(std::int32_t i0, std::int32_t i1, std::int32_t l0, scratch& s) const {
     const std::int32_t lo = i1 + 1;
     const auto width = static_cast<std::size_t>(l0 - i1);
-    // acc[row i1 - i][j - lo] = fw[i] + ... + fw[j-1], summed left to right as every cell does.
     for (std::int32_t i = i0; i <= i1; ++i) {
-      double* acc = s.acc.data() + at(i1 - i) * width;
+      double* acc = s.acc.data() + shared_acc(i1, l0, i, lo);
       double forward = 0;
       for (std::int32_t k = i; k < lo; ++k) forward += md_.fw[at(k)];
       acc[0] = forward;
       for (std::size_t e = 1; e < width; ++e) acc[e] = forward += md_.fw[at(lo) + e - 1];
     }
     auto acc_of = [&](const cell_state& cs, std::int32_t j) {
-      return s.acc[at(i1 - cs.i) * width + at(j - lo)];
+      return s.acc[shared_acc(i1, l0, cs.i, j)];
     };
     for (cell_state& cs : s.cells)
       if (cs.active) std::fill(cs.block_best, cs.block_best + cs.blocks, infinite_time);
@@ -444,11 +455,11 @@ class dp {
   }
 
   // Keeps best non-increasing in m after a run that ended at m = hi, and the block maxima up to
-  // date from block q on; returns the first block past those it changed. Past hi, best falls to
+  // date from block q on (the run's first block). Past hi, best falls to
   // best(hi) until it is lower. Exact: a value lowered so is the value of a branch at a smaller m,
   // never below the least branch value at m (each branch is non-increasing); where the least
   // branch is pruned its bound was at or above best there, so it is never lost.
-  static std::size_t settle(cell_state& cs, std::size_t q, size_type hi) noexcept {
+  static void settle(cell_state& cs, std::size_t q, size_type hi) noexcept {
     double* best = cs.best;
     const size_type a = cs.a;
     const double v = best[hi - a];
@@ -456,7 +467,6 @@ class dp {
     while (m <= cs.b && best[m - a] > v) best[m++ - a] = v;
     const auto end = static_cast<std::size_t>((m - 1) / block - a / block) + 1;
     for (; q < end; ++q) cs.block_best[q] = best[block_lo(cs, q) - a];
-    return q;
   }
 
   // best non-increasing (as `settle`) after a run that did not settle, and the block maxima.
@@ -467,21 +477,24 @@ class dp {
     for (std::size_t q = 0; q < cs.blocks; ++q) cs.block_best[q] = best[block_lo(cs, q) - cs.a];
   }
 
-  // The cell's tape branch, then its split points outside [i1 + 1, l0] (the shared ones, done);
-  // diagonal tiles pass i1 = l0 = l: every split point.
-  void own_splits(cell_state& cs, std::int32_t i1, std::int32_t l0) const {
+  // The cell's tape branch, then its split points outside [i1 + 1, l0] (the shared ones, done;
+  // `forward_l0` is fw[i] + ... + fw[l0 - 1] as they summed it); diagonal tiles pass
+  // i1 = l0 = l: every split point.
+  void own_splits(cell_state& cs, std::int32_t i1, std::int32_t l0, double forward_l0) const {
     const std::int32_t i = cs.i;
     const std::int32_t l = cs.l;
     if (t_.branches == dp_branches::tape_and_checkpoint) tape(i, l, cs.a, cs.b, cs.best);
     settle_all(cs);
     branch br;
     double forward = 0;
-    for (std::int32_t j = i + 1; j <= l; ++j) {
+    auto split = [&](std::int32_t j) {
       forward += md_.fw[at(j - 1)];
-      if (j > i1 && j <= l0) continue;
       prepare(cs, j, forward, br);
       if (br.from != unreachable) prune_and_run(cs, br);
-    }
+    };
+    for (std::int32_t j = i + 1; j <= std::min(i1, l); ++j) split(j);
+    if (l0 > i1) forward = forward_l0;
+    for (std::int32_t j = std::max(i1, l0) + 1; j <= l; ++j) split(j);
   }
 
   // Writes the cell's values (clamped to S, as `optimal_cell` does) and its samples.
@@ -601,24 +614,40 @@ class dp {
 };
 
 // The working arrays of one thread.
-inline std::size_t scratch_doubles(std::int32_t L, size_type M, std::int32_t tile) {
-  const auto side = static_cast<std::size_t>(tile);
-  const auto stride_m = static_cast<std::size_t>(M) + 1;
-  const auto stride_q = static_cast<std::size_t>(M / block) + 1;
-  // best and block_best per cell; acc.
-  return side * side * (stride_m + stride_q) + side * (static_cast<std::size_t>(L) + 1);
-}
+// A thread's working arrays for tiles of side `tile`: best and block_best for a full tile at the
+// largest range of m, the shared phase's sums, the cells. `bytes` is computed in doubles (the
+// memory guard reads it before anything is allocated, whatever M); the counts are read only once
+// the guard has passed.
+struct scratch_size {
+  std::size_t cells = 0;
+  std::size_t best = 0;
+  std::size_t block_best = 0;
+  std::size_t acc = 0;
+  double bytes = 0;
 
-// A thread's working arrays. `best` and `block_best` are reserved for a full tile at the largest
-// range (what the memory guard counts) and used as far as the tiles need: pages never touched
-// cost nothing.
+  scratch_size(std::int32_t L, size_type M, std::int32_t tile) noexcept {
+    const auto side = static_cast<std::size_t>(tile);
+    cells = side * side;
+    best = cells * (static_cast<std::size_t>(M) + 1);
+    block_best = cells * (static_cast<std::size_t>(M / block) + 1);
+    acc = side * (static_cast<std::size_t>(L) + 1);
+    const auto n = static_cast<double>(cells);
+    bytes = (n * (static_cast<double>(M) + 1) + n * (static_cast<double>(M / block) + 1) +
+             static_cast<double>(side) * (static_cast<double>(L) + 1)) *
+                sizeof(double) +
+            n * sizeof(cell_state);
+  }
+};
+
+// `best` and `block_best` are reserved for the worst case (what the memory guard counts) and used
+// as far as the tiles need: pages never touched cost nothing.
 inline scratch make_scratch(std::int32_t L, size_type M, std::int32_t tile) {
-  const auto side = static_cast<std::size_t>(tile);
+  const scratch_size size(L, M, tile);
   scratch s;
-  s.best.reserve(side * side * (static_cast<std::size_t>(M) + 1));
-  s.block_best.reserve(side * side * (static_cast<std::size_t>(M / block) + 1));
-  s.cells.reserve(side * side);
-  s.acc.resize(side * (static_cast<std::size_t>(L) + 1));
+  s.best.reserve(size.best);
+  s.block_best.reserve(size.block_best);
+  s.cells.reserve(size.cells);
+  s.acc.resize(size.acc);
   return s;
 }
 
@@ -628,11 +657,7 @@ inline scratch make_scratch(std::int32_t L, size_type M, std::int32_t tile) {
 // intervals' summary, and per thread its scratch.
 inline double fast_table_bytes(const fast_layout& layout, std::int32_t L, size_type M,
                                unsigned threads) {
-  const std::int32_t side = fast::tile_side(L, M);
-  const double cells = static_cast<double>(side) * static_cast<double>(side);
-  const double per_thread =
-      static_cast<double>(fast::scratch_doubles(L, M, side)) * sizeof(double) +
-      cells * sizeof(fast::cell_state);
+  const double per_thread = fast::scratch_size(L, M, fast::tile_side(L, M)).bytes;
   return static_cast<double>(layout.entries + layout.samples) * sizeof(double) +
          static_cast<double>(layout.offset.size()) * sizeof(fast::interval_info) +
          static_cast<double>(threads) * per_thread;
