@@ -76,11 +76,9 @@ dp_input dp_input_of(const remat::chain& c, size_type budget, size_type slots) {
   return in;
 }
 
-// The fast DP's table, bounds included (what `solve` runs after the least feasible budget).
-void fast_dp(benchmark::State& state) {
-  const remat::chain c = synthetic_chain(state.range(0));
-  const dp_input in = dp_input_of(c, budget_of(c), state.range(1));
-  const auto threads = static_cast<unsigned>(state.range(2));
+// Times the fast DP's table for `in`, bounds included (what `solve` runs after the least feasible
+// budget); counters `table_bytes` and `M`.
+void time_fast_dp(benchmark::State& state, const dp_input& in, unsigned threads) {
   double bytes = 0;
   for (auto _ : state) {
     remat::detail::interval_bounds b =
@@ -95,6 +93,13 @@ void fast_dp(benchmark::State& state) {
   }
   state.counters["table_bytes"] = bytes;
   state.counters["M"] = static_cast<double>(in.M);
+}
+
+// The fast DP against the chain length (and threads).
+void fast_dp(benchmark::State& state) {
+  const remat::chain c = synthetic_chain(state.range(0));
+  time_fast_dp(state, dp_input_of(c, budget_of(c), state.range(1)),
+               static_cast<unsigned>(state.range(2)));
   state.counters["peak_rss"] = peak_rss_bytes();
   state.SetComplexityN(state.range(0));
 }
@@ -134,21 +139,7 @@ void solve_zoo(benchmark::State& state, const std::string& model, remat::solver 
 // Slots scaling of the fast DP at L = 200 (complexity in the slot count).
 void fast_dp_slots(benchmark::State& state) {
   const remat::chain c = synthetic_chain(200);
-  const dp_input in = dp_input_of(c, budget_of(c), state.range(0));
-  double bytes = 0;
-  for (auto _ : state) {
-    remat::detail::interval_bounds b =
-        remat::detail::make_interval_bounds(in.md, remat::detail::persistent_need(in.md),
-                                            remat::detail::dp_branches::tape_and_checkpoint);
-    remat::detail::fast_layout layout = remat::detail::make_fast_layout(b, in.md.L, in.M);
-    bytes = remat::detail::fast_table_bytes(layout, in.md.L, in.M, 1);
-    const remat::detail::fast_table t =
-        remat::detail::optimal_dp_fast(in.md, std::move(b), std::move(layout), in.M,
-                                       remat::detail::dp_branches::tape_and_checkpoint, 1);
-    benchmark::DoNotOptimize(t.get(0, in.md.L, in.M));
-  }
-  state.counters["table_bytes"] = bytes;
-  state.counters["M"] = static_cast<double>(in.M);
+  time_fast_dp(state, dp_input_of(c, budget_of(c), state.range(0)), 1);
   state.SetComplexityN(state.range(0));
 }
 
