@@ -219,7 +219,11 @@ constexpr std::vector<op> checkpoint_all_ops(std::int32_t length) {
 // segment count), each replayed on the chain's own sizes; `min_feasible_budget` is the least of
 // theirs. In exact units the DP is never slower than either (both are persistent schedules), so
 // nothing changes there. Ties keep the DP's schedule.
-constexpr solve_result exact_size_schedules(const chain& c, size_type budget) {
+//
+// Where the DP does not fit (`dp_fits` false) but some persistent schedule does on the exact
+// sizes, the schedule of least peak (min-memory's) is a candidate too, and the least budget is
+// that peak: `optimal` with slots is feasible wherever any persistent schedule fits the bytes.
+constexpr solve_result exact_size_schedules(const chain& c, size_type budget, bool dp_fits) {
   const std::vector<op> all = checkpoint_all_ops(static_cast<std::int32_t>(c.length()));
   const replay_result all_bytes = replay(c, all);
   solve_result best = solve_sequential(c, budget);
@@ -230,6 +234,23 @@ constexpr solve_result exact_size_schedules(const chain& c, size_type budget) {
   best.min_feasible_budget = sequential_least == solve_result::no_budget
                                  ? all_bytes.peak_memory
                                  : std::min(sequential_least, all_bytes.peak_memory);
+  const model exact = make_model(c, 1);
+  const size_type least = persistent_min_budget(exact);
+  if (least == unreachable) return best;
+  best.min_feasible_budget = std::min(best.min_feasible_budget, least);
+  if (dp_fits || budget < least) return best;
+  const least_peak_table t = least_peak_dp(exact);
+  std::vector<op> ops =
+      persistent_ops(exact, 0, exact.L, 0, [&](std::int32_t i, std::int32_t l, size_type) {
+        return t.choice[interval_index(exact.L, i, l)];
+      });
+  const replay_result least_bytes = replay(c, ops);
+  if (least_bytes.peak_memory <= budget &&
+      (!best.feasible || least_bytes.makespan < best.plan.makespan)) {
+    const size_type kept = best.min_feasible_budget;
+    best = finish(c, solver::optimal, budget, std::move(ops), least_bytes.makespan);
+    best.min_feasible_budget = kept;
+  }
   return best;
 }
 
@@ -269,7 +290,7 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
   const bool with_simple = which == solver::optimal && options.slots != exact_units;
   solve_result simple;  // (a std::optional of it would not be a literal type)
   if (with_simple) {
-    simple = exact_size_schedules(c, budget);
+    simple = exact_size_schedules(c, budget, min_units != unreachable && min_units <= d.budget);
     if (out.min_feasible_budget == solve_result::no_budget ||
         (simple.min_feasible_budget != solve_result::no_budget &&
          simple.min_feasible_budget < out.min_feasible_budget))
@@ -350,7 +371,8 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
 /// `options.slots` = N the budget is cut into N units and sizes rounded up, so the schedule fits
 /// the byte budget, and the result is the faster of the DP's schedule, store-all,
 /// checkpoint-all and checkpoint_sequential's best where those fit on the exact sizes (rounding
-/// can cost the DP what they do not pay); `exact_units` solves on the sizes as given.
+/// can cost the DP what they do not pay), or, where nothing else fits, min-memory's schedule
+/// (the least persistent peak on the exact sizes); `exact_units` solves on the sizes as given.
 template <chain_like C>
 constexpr solve_result solve_optimal(const C& chain_in, size_type budget,
                                      const solve_options& options = {}) {
