@@ -341,6 +341,28 @@ class dp {
   // Then each cell, in dependency order, takes its tape branch and its other split points, whose
   // intervals lie in the tile, and is written.
   void tile(std::int32_t i0, std::int32_t i1, std::int32_t l0, std::int32_t l1, scratch& s) const {
+#if REMAT_DETAIL_AVX2_CLONE
+    if (avx2_) return tile_avx2(i0, i1, l0, l1, s);
+    tile_on<false>(i0, i1, l0, l1, s);
+#else
+    tile_on<REMAT_DETAIL_AVX2_MASK != 0>(i0, i1, l0, l1, s);
+#endif
+  }
+
+ private:
+#if REMAT_DETAIL_AVX2_CLONE
+  // The whole tile compiled for AVX2 (the relaxations 4 doubles wide, the block tests 4 at a
+  // time; the same additions, minima and comparisons, so the same bits), chosen once per tile in
+  // builds that do not target AVX2 themselves; everything below is inlined into it.
+  [[gnu::target("avx2")]] void tile_avx2(std::int32_t i0, std::int32_t i1, std::int32_t l0,
+                                         std::int32_t l1, scratch& s) const {
+    tile_on<true>(i0, i1, l0, l1, s);
+  }
+#endif
+
+  template <bool Avx2>
+  [[gnu::always_inline]] inline void tile_on(std::int32_t i0, std::int32_t i1, std::int32_t l0,
+                                             std::int32_t l1, scratch& s) const {
     // The cells' working arrays, packed by their own ranges of m (at most side^2 (M + 1)).
     s.cells.clear();
     std::size_t values = 0;
@@ -375,20 +397,21 @@ class dp {
       blocks += cs.blocks;
     }
     const bool shared = i1 < l0;
-    if (shared) shared_splits(i0, i1, l0, s);
+    if (shared) shared_splits<Avx2>(i0, i1, l0, s);
     for (cell_state& cs : s.cells) {
       if (cs.active) {
         if (shared)
-          own_splits(cs, i1, l0, s.acc[shared_acc(i1, l0, cs.i, l0)]);
+          own_splits<Avx2>(cs, i1, l0, s.acc[shared_acc(i1, l0, cs.i, l0)]);
         else
-          own_splits(cs, cs.l, cs.l, 0);
+          own_splits<Avx2>(cs, cs.l, cs.l, 0);
       }
       finish(cs);
     }
   }
 
- private:
-  static std::size_t at(std::int32_t k) noexcept { return static_cast<std::size_t>(k); }
+  static std::size_t at(std::int32_t k) noexcept {
+    return static_cast<std::size_t>(k);
+  }
 
   static size_type block_lo(const cell_state& cs, std::size_t q) noexcept {
     return std::max(cs.a, (cs.a / block + static_cast<size_type>(q)) * block);
@@ -405,7 +428,9 @@ class dp {
   }
 
   // The split points j in [i1 + 1, l0] of every cell of an off-diagonal tile.
-  void shared_splits(std::int32_t i0, std::int32_t i1, std::int32_t l0, scratch& s) const {
+  template <bool Avx2>
+  [[gnu::always_inline]] inline void shared_splits(std::int32_t i0, std::int32_t i1,
+                                                   std::int32_t l0, scratch& s) const {
     const std::int32_t lo = i1 + 1;
     const auto width = static_cast<std::size_t>(l0 - i1);
     for (std::int32_t i = i0; i <= i1; ++i) {
@@ -415,9 +440,6 @@ class dp {
       acc[0] = forward;
       for (std::size_t e = 1; e < width; ++e) acc[e] = forward += md_.fw[at(lo) + e - 1];
     }
-    auto acc_of = [&](const cell_state& cs, std::int32_t j) {
-      return s.acc[shared_acc(i1, l0, cs.i, j)];
-    };
     for (cell_state& cs : s.cells)
       if (cs.active) std::fill(cs.block_best, cs.block_best + cs.blocks, infinite_time);
     branch br;
@@ -431,36 +453,17 @@ class dp {
       for (cell_state& cs : s.cells) {
         if (!cs.active) continue;
         for (std::int32_t j = j0; j <= std::min(l0, j0 + split_group - 1); ++j) {
-          prepare(cs, j, acc_of(cs, j), br);
+          prepare(cs, j, s.acc[shared_acc(i1, l0, cs.i, j)], br);
           if (br.from == unreachable) continue;
-          prune_and_run(cs, br);
+          prune_and_run<Avx2>(cs, br);
         }
       }
   }
 
   // The branch over the blocks of the cell where its lower bound is below the best at the
   // block's first m (the largest in the block); consecutive blocks run as one.
-  void prune_and_run(cell_state& cs, const branch& br) const {
-#if REMAT_DETAIL_AVX2_CLONE
-    static const bool avx2 = __builtin_cpu_supports("avx2");
-    if (avx2) return prune_and_run_avx2(cs, br);
-    prune_and_run_on<false>(cs, br);
-#else
-    prune_and_run_on<REMAT_DETAIL_AVX2_MASK != 0>(cs, br);
-#endif
-  }
-
-#if REMAT_DETAIL_AVX2_CLONE
-  // The same, compiled for AVX2 (the runs' loops 4 doubles wide, the block tests 4 at a time;
-  // the same additions, minima and comparisons, so the same bits), chosen at run time in builds
-  // that do not target AVX2 themselves.
-  [[gnu::target("avx2")]] void prune_and_run_avx2(cell_state& cs, const branch& br) const {
-    prune_and_run_on<true>(cs, br);
-  }
-#endif
-
   template <bool Avx2>
-  [[gnu::always_inline]] inline void prune_and_run_on(cell_state& cs, const branch& br) const {
+  [[gnu::always_inline]] inline void prune_and_run(cell_state& cs, const branch& br) const {
     const double* sample = t_.sample.data();
     const double* bb = cs.block_best;
     const std::size_t end = cs.blocks;
@@ -529,7 +532,8 @@ class dp {
   // best(hi) until it is lower. Exact: a value lowered so is the value of a branch at a smaller m,
   // never below the least branch value at m (each branch is non-increasing); where the least
   // branch is pruned its bound was at or above best there, so it is never lost.
-  static void settle(cell_state& cs, std::size_t q, size_type hi) noexcept {
+  [[gnu::always_inline]] static inline void settle(cell_state& cs, std::size_t q,
+                                                   size_type hi) noexcept {
     double* best = cs.best;
     const size_type a = cs.a;
     const double v = best[hi - a];
@@ -540,7 +544,7 @@ class dp {
   }
 
   // best non-increasing (as `settle`) after a run that did not settle, and the block maxima.
-  static void settle_all(cell_state& cs) noexcept {
+  [[gnu::always_inline]] static inline void settle_all(cell_state& cs) noexcept {
     double* best = cs.best;
     const auto n = static_cast<std::size_t>(cs.b - cs.a + 1);
     for (std::size_t k = 1; k < n; ++k) best[k] = best[k] < best[k - 1] ? best[k] : best[k - 1];
@@ -550,25 +554,32 @@ class dp {
   // The cell's tape branch, then its split points outside [i1 + 1, l0] (the shared ones, done;
   // `forward_l0` is fw[i] + ... + fw[l0 - 1] as they summed it); diagonal tiles pass
   // i1 = l0 = l: every split point.
-  void own_splits(cell_state& cs, std::int32_t i1, std::int32_t l0, double forward_l0) const {
+  // (No lambda here: its body would not inherit the AVX2 target of `tile_avx2`.)
+  template <bool Avx2>
+  [[gnu::always_inline]] inline void own_splits(cell_state& cs, std::int32_t i1, std::int32_t l0,
+                                                double forward_l0) const {
     const std::int32_t i = cs.i;
     const std::int32_t l = cs.l;
     if (t_.branches == dp_branches::tape_and_checkpoint) tape(i, l, cs.a, cs.b, cs.best);
     settle_all(cs);
     branch br;
     double forward = 0;
-    auto split = [&](std::int32_t j) {
+    const std::int32_t low_end = std::min(i1, l);
+    const std::int32_t high_start = std::max(i1, l0) + 1;
+    for (std::int32_t j = i + 1; j <= l; ++j) {
+      if (j > low_end && j < high_start) {
+        j = high_start - 1;  // the shared split points, done
+        if (l0 > i1) forward = forward_l0;
+        continue;
+      }
       forward += md_.fw[at(j - 1)];
       prepare(cs, j, forward, br);
-      if (br.from != unreachable) prune_and_run(cs, br);
-    };
-    for (std::int32_t j = i + 1; j <= std::min(i1, l); ++j) split(j);
-    if (l0 > i1) forward = forward_l0;
-    for (std::int32_t j = std::max(i1, l0) + 1; j <= l; ++j) split(j);
+      if (br.from != unreachable) prune_and_run<Avx2>(cs, br);
+    }
   }
 
   // Writes the cell's values (clamped to S, as `optimal_cell` does) and its samples.
-  void finish(const cell_state& cs) const {
+  [[gnu::always_inline]] inline void finish(const cell_state& cs) const {
     if (cs.active) {
       const double S = t_.bounds.S[cs.c];
       double* out = t_.value.data() + t_.offset[cs.c];
@@ -583,7 +594,8 @@ class dp {
   }
 
   // The tape branch: fw[i] + bw[i] + OPT(i+1, l, m - xb[i+1]).
-  void tape(std::int32_t i, std::int32_t l, size_type a, size_type b, double* best) const {
+  [[gnu::always_inline]] inline void tape(std::int32_t i, std::int32_t l, size_type a, size_type b,
+                                          double* best) const {
     const size_type tape_ops =
         std::max(md_.x[at(l + 1)] + md_.xb[at(i + 1)] + md_.ft[at(i)],
                  md_.x[at(i)] + md_.x[at(i + 1)] + md_.xb[at(i + 1)] + md_.bt[at(i)]);
@@ -600,7 +612,8 @@ class dp {
     }
   }
 
-  void prepare(const cell_state& cs, std::int32_t j, double acc, branch& br) const {
+  [[gnu::always_inline]] inline void prepare(const cell_state& cs, std::int32_t j, double acc,
+                                             branch& br) const {
     const std::int32_t i = cs.i;
     const std::int32_t l = cs.l;
     const interval_info& right = info_[interval_index(md_.L, j, l)];
@@ -664,6 +677,9 @@ class dp {
   const model& md_;
   fast_table& t_;
   std::vector<interval_info> info_;
+#if REMAT_DETAIL_AVX2_CLONE
+  bool avx2_ = __builtin_cpu_supports("avx2");
+#endif
 };
 
 // The working arrays of one thread.
