@@ -325,6 +325,7 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
     std::vector<op> ops;
   };
   std::vector<size_type> need_left = std::move(need);
+  double quiet_seconds = need_seconds;  // estimated for the quiet runs so far, and the needs
   auto run_dp = [&](size_type units, bool quiet) {
     dp_run run;
     const size_type M = std::min(units, fastest_units) - md.x[0];
@@ -342,7 +343,9 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
     const std::size_t limit = options.max_table_bytes.value_or(default_table_limit());
     const double seconds = need_seconds + main_dp_seconds(bounds, md.L, M, threads);
     if (quiet) {
-      if (bytes > static_cast<double>(limit) || seconds > options.max_estimated_seconds) return run;
+      quiet_seconds += seconds - need_seconds;
+      if (bytes > static_cast<double>(limit) || quiet_seconds > options.max_estimated_seconds)
+        return run;
     } else {
       if (bytes > static_cast<double>(limit))
         throw_table_too_large(md.L, M, bytes, limit, name(which));
@@ -365,10 +368,11 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
     if (!with_simple) return out;
     // Sizes rounded up overstate a schedule's peak by up to a unit per tensor it holds, so the
     // DP given a few units more than the budget may still return a schedule that fits the exact
-    // bytes, and is faster than min-memory's (ResNet-101 b32 at its least budget: +33% of
+    // bytes, and is faster than min-memory's (ResNet-101 b32 at its least budget: +32% of
     // store-all's time instead of +95%). Tried from the DP's least units up, by doubling steps
-    // (each run a DP at about this budget, skipped quietly over the limits), keeping the fastest
-    // that fits on the exact sizes; the first that does not fit ends the search.
+    // (each a DP at about this budget; none once the runs' estimates add up past the time limit
+    // or one's table is over the memory limit), keeping the fastest that fits on the exact
+    // sizes; the first that does not fit ends the search.
     if (min_units != unreachable) {
       size_type extra = 0;
       for (int tries = 0; tries < 8 && min_units + extra < fastest_units; ++tries) {
