@@ -466,7 +466,6 @@ class dp {
   [[gnu::always_inline]] inline void prune_and_run(cell_state& cs, const branch& br) const {
     const double* sample = t_.sample.data();
     const double* bb = cs.block_best;
-    const std::size_t end = cs.blocks;
     auto wanted = [&](std::size_t q) {
       const auto sq = static_cast<std::ptrdiff_t>(q);
       return (br.acc + sample[br.r_sample + sq]) + sample[br.l_sample + sq] < bb[q];
@@ -474,8 +473,8 @@ class dp {
     // 64 blocks at a time: their tests as bits, without branches; then the runs of set bits.
     // A run lowers best, so a later bit may be stale: it only costs a run that could have
     // been skipped, and the first block of each run is tested again.
-    for (std::size_t q0 = br.first_block; q0 < end; q0 += 64) {
-      const std::size_t n = std::min<std::size_t>(64, end - q0);
+    for (std::size_t q0 = br.first_block; q0 < cs.blocks; q0 += 64) {
+      const std::size_t n = std::min<std::size_t>(64, cs.blocks - q0);
       const auto sq0 = static_cast<std::ptrdiff_t>(q0);
       std::uint64_t bits = below_mask<Avx2>(sample + br.r_sample + sq0, sample + br.l_sample + sq0,
                                             bb + q0, br.acc, n);
@@ -495,34 +494,37 @@ class dp {
     }
   }
 
-  // Bit k (k < n <= 64) set when (acc + r[k]) + lf[k] < bar[k].
+  // Bit k (k < n <= 64) set when (acc + r[k]) + lf[k] < bar[k]: with AVX2, 4 at a time up to
+  // the last whole 4, the rest one by one.
   template <bool Avx2>
   [[gnu::always_inline]] static inline std::uint64_t below_mask(const double* r, const double* lf,
                                                                 const double* bar, double acc,
                                                                 std::size_t n) noexcept {
-#if REMAT_DETAIL_AVX2_MASK
-    if constexpr (Avx2) return below_mask_avx2(r, lf, bar, acc, n);
-#endif
     std::uint64_t bits = 0;
-    for (std::size_t k = 0; k < n; ++k)
-      bits |= static_cast<std::uint64_t>((acc + r[k]) + lf[k] < bar[k]) << k;
+    std::size_t k = 0;
+#if REMAT_DETAIL_AVX2_MASK
+    if constexpr (Avx2) {
+      k = n & ~std::size_t{3};
+      bits = below_mask_avx2(r, lf, bar, acc, k);
+    }
+#endif
+    for (; k < n; ++k) bits |= static_cast<std::uint64_t>((acc + r[k]) + lf[k] < bar[k]) << k;
     return bits;
   }
 
 #if REMAT_DETAIL_AVX2_MASK
+  // The bits of k < n, n a multiple of 4.
   REMAT_DETAIL_AVX2_TARGET static std::uint64_t below_mask_avx2(const double* r, const double* lf,
                                                                 const double* bar, double acc,
                                                                 std::size_t n) noexcept {
     std::uint64_t bits = 0;
-    std::size_t k = 0;
     const __m256d a = _mm256_set1_pd(acc);
-    for (; k + 4 <= n; k += 4) {
+    for (std::size_t k = 0; k < n; k += 4) {
       const __m256d v =
           _mm256_add_pd(_mm256_add_pd(a, _mm256_loadu_pd(r + k)), _mm256_loadu_pd(lf + k));
       const __m256d lt = _mm256_cmp_pd(v, _mm256_loadu_pd(bar + k), _CMP_LT_OQ);
       bits |= static_cast<std::uint64_t>(static_cast<unsigned>(_mm256_movemask_pd(lt))) << k;
     }
-    for (; k < n; ++k) bits |= static_cast<std::uint64_t>((acc + r[k]) + lf[k] < bar[k]) << k;
     return bits;
   }
 #endif
@@ -728,7 +730,6 @@ inline double fast_table_bytes(const fast_layout& layout, std::int32_t L, size_t
                                unsigned threads) {
   const double per_thread = fast::scratch_size(L, M, fast::tile_side(L, M)).bytes;
   return static_cast<double>(layout.entries + layout.samples) * sizeof(double) +
-
          static_cast<double>(layout.offset.size()) * sizeof(fast::interval_info) +
          static_cast<double>(threads) * per_thread;
 }
