@@ -57,15 +57,15 @@ inline double need_dp_seconds(const chain& c, double runs) {
 }
 
 // How many least-memory DPs a solve runs: one at the budget's unit and, with slots, those of
-// `slots_min_budget`: three, and one per step of its bisection over units up to the largest size;
-// and `optimal`'s two on the exact sizes (the least budget, and min-memory's schedule where the
-// DP does not fit).
+// `slots_min_budget`: three (one of them on the exact sizes, which `optimal` reuses), and one per
+// step of its bisection over units up to the largest size; and `optimal`'s min-memory schedule
+// where the DP does not fit.
 inline double need_dp_runs(const chain& c, size_type slots) noexcept {
   if (slots == exact_units) return 1;
   size_type largest = std::max(c.input_size, c.loss_overhead);
   for (const stage& s : c.stages)
     largest = std::max({largest, s.tape_size, s.forward_overhead, s.backward_overhead});
-  return 6 + static_cast<double>(std::bit_width(static_cast<std::uint64_t>(largest)));
+  return 5 + static_cast<double>(std::bit_width(static_cast<std::uint64_t>(largest)));
 }
 
 // The main DP's (interval, m, split) triples, m over each interval's stored range (from its need

@@ -165,9 +165,10 @@ constexpr std::vector<op> optimal_ops(const model& md, const optimal_table& t, s
 // and with unit u a budget B is feasible exactly when floor(B / u) >= Need(u), the least budget
 // in units of the chain rounded to u. Need(u) never increases with u (rounded sizes do not), so
 // the answer lies in the band of the least u with Need(u) <= N, found by bisection, at
-// max(band start, u * Need(u)). Exact: no monotonicity in B is assumed.
-constexpr size_type slots_min_budget(const chain& c, size_type slots,
-                                     dp_branches branches = dp_branches::tape_and_checkpoint) {
+// max(band start, u * Need(u)). Exact: no monotonicity in B is assumed. `exact` is Need(1),
+// `persistent_min_budget` on the chain's own sizes (the caller has it).
+constexpr size_type slots_min_budget(const chain& c, size_type slots, size_type exact,
+                                     dp_branches branches) {
   auto need = [&](size_type unit) { return persistent_min_budget(make_model(c, unit), branches); };
   auto fits = [&](size_type unit) {
     const size_type n = need(unit);
@@ -180,7 +181,6 @@ constexpr size_type slots_min_budget(const chain& c, size_type slots,
   size_type hi = std::max<size_type>(1, largest);
   if (!fits(hi)) return solve_result::no_budget;
   // Need(u) * u >= Need(1), so no u below Need(1) / N can fit.
-  const size_type exact = need(1);
   size_type lo = std::max<size_type>(1, exact / slots);
   if (fits(lo)) {
     hi = lo;
@@ -212,6 +212,17 @@ constexpr std::vector<op> checkpoint_all_ops(std::int32_t length) {
   return ops;
 }
 
+// `ops` (`bytes`: its replay on the chain's sizes) in place of `best` where it fits `budget` and
+// is faster (or `best` is infeasible); `best.min_feasible_budget` is kept.
+constexpr void keep_faster(solve_result& best, const chain& c, size_type budget,
+                           std::vector<op> ops, const replay_result& bytes) {
+  if (bytes.peak_memory > budget || (best.feasible && !(bytes.makespan < best.plan.makespan)))
+    return;
+  const size_type least = best.min_feasible_budget;
+  best = finish(c, solver::optimal, budget, std::move(ops), bytes.makespan);
+  best.min_feasible_budget = least;
+}
+
 // With slots, sizes rounded up can leave the DP's schedule slower than a simple schedule on the
 // exact sizes, or infeasible where one fits (on chains of identical blocks checkpoint_sequential
 // was up to 1.6 points of store-all's time faster at 500 slots). `optimal` then returns the
@@ -222,35 +233,28 @@ constexpr std::vector<op> checkpoint_all_ops(std::int32_t length) {
 //
 // Where the DP does not fit (`dp_fits` false) but some persistent schedule does on the exact
 // sizes, the schedule of least peak (min-memory's) is a candidate too, and the least budget is
-// that peak: `optimal` with slots is feasible wherever any persistent schedule fits the bytes.
-constexpr solve_result exact_size_schedules(const chain& c, size_type budget, bool dp_fits) {
+// that peak, `least` (`persistent_min_budget` on the exact sizes): `optimal` with slots is
+// feasible wherever any persistent schedule fits the bytes.
+constexpr solve_result exact_size_schedules(const chain& c, size_type budget, bool dp_fits,
+                                            size_type least) {
   const std::vector<op> all = checkpoint_all_ops(static_cast<std::int32_t>(c.length()));
   const replay_result all_bytes = replay(c, all);
   solve_result best = solve_sequential(c, budget);
-  const size_type sequential_least = best.min_feasible_budget;
-  if (all_bytes.peak_memory <= budget &&
-      (!best.feasible || all_bytes.makespan < best.plan.makespan))
-    best = finish(c, solver::optimal, budget, all, all_bytes.makespan);
-  best.min_feasible_budget = sequential_least == solve_result::no_budget
+  best.min_feasible_budget = best.min_feasible_budget == solve_result::no_budget
                                  ? all_bytes.peak_memory
-                                 : std::min(sequential_least, all_bytes.peak_memory);
-  const model exact = make_model(c, 1);
-  const size_type least = persistent_min_budget(exact);
+                                 : std::min(best.min_feasible_budget, all_bytes.peak_memory);
+  keep_faster(best, c, budget, all, all_bytes);
   if (least == unreachable) return best;
   best.min_feasible_budget = std::min(best.min_feasible_budget, least);
   if (dp_fits || budget < least) return best;
+  const model exact = make_model(c, 1);
   const least_peak_table t = least_peak_dp(exact);
   std::vector<op> ops =
       persistent_ops(exact, 0, exact.L, 0, [&](std::int32_t i, std::int32_t l, size_type) {
         return t.choice[interval_index(exact.L, i, l)];
       });
   const replay_result least_bytes = replay(c, ops);
-  if (least_bytes.peak_memory <= budget &&
-      (!best.feasible || least_bytes.makespan < best.plan.makespan)) {
-    const size_type kept = best.min_feasible_budget;
-    best = finish(c, solver::optimal, budget, std::move(ops), least_bytes.makespan);
-    best.min_feasible_budget = kept;
-  }
+  keep_faster(best, c, budget, std::move(ops), least_bytes);
   return best;
 }
 
@@ -283,14 +287,18 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
   const size_type root_need = need[interval_index(md.L, 0, md.L)];
   const size_type min_units = root_need == unreachable ? unreachable : md.x[0] + root_need;
   solve_result out;
-  if (options.slots == exact_units)
+  size_type exact_least = min_units;  // the least budget on the chain's own sizes
+  if (options.slots == exact_units) {
     out.min_feasible_budget = min_units == unreachable ? solve_result::no_budget : min_units;
-  else
-    out.min_feasible_budget = slots_min_budget(c, options.slots, branches);
+  } else {
+    exact_least = persistent_min_budget(make_model(c, 1), branches);
+    out.min_feasible_budget = slots_min_budget(c, options.slots, exact_least, branches);
+  }
   const bool with_simple = which == solver::optimal && options.slots != exact_units;
   solve_result simple;  // (a std::optional of it would not be a literal type)
   if (with_simple) {
-    simple = exact_size_schedules(c, budget, min_units != unreachable && min_units <= d.budget);
+    simple = exact_size_schedules(c, budget, min_units != unreachable && min_units <= d.budget,
+                                  exact_least);
     if (out.min_feasible_budget == solve_result::no_budget ||
         (simple.min_feasible_budget != solve_result::no_budget &&
          simple.min_feasible_budget < out.min_feasible_budget))
@@ -325,7 +333,7 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
     std::vector<op> ops;
   };
   std::vector<size_type> need_left = std::move(need);
-  double quiet_seconds = need_seconds;  // estimated for the quiet runs so far, and the needs
+  double quiet_seconds = need_seconds;  // the needs' estimate, and the quiet runs' so far
   auto run_dp = [&](size_type units, bool quiet) {
     dp_run run;
     const size_type M = std::min(units, fastest_units) - md.x[0];
@@ -341,15 +349,16 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
     const unsigned threads = dp_threads(options.threads);
     const double bytes = fast_table_bytes(layout, md.L, M, threads);
     const std::size_t limit = options.max_table_bytes.value_or(default_table_limit());
-    const double seconds = need_seconds + main_dp_seconds(bounds, md.L, M, threads);
+    const double seconds = main_dp_seconds(bounds, md.L, M, threads);
     if (quiet) {
-      quiet_seconds += seconds - need_seconds;
+      quiet_seconds += seconds;
       if (bytes > static_cast<double>(limit) || quiet_seconds > options.max_estimated_seconds)
         return run;
     } else {
       if (bytes > static_cast<double>(limit))
         throw_table_too_large(md.L, M, bytes, limit, name(which));
-      check_dp_seconds(name(which), c, options.slots, seconds, bytes, options, "the DP");
+      check_dp_seconds(name(which), c, options.slots, need_seconds + seconds, bytes, options,
+                       "the DP");
     }
     const fast_table t =
         optimal_dp_fast(md, std::move(bounds), std::move(layout), M, branches, threads);
@@ -376,15 +385,11 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
     if (min_units != unreachable) {
       size_type extra = 0;
       for (int tries = 0; tries < 8 && min_units + extra < fastest_units; ++tries) {
-        const dp_run run = run_dp(min_units + extra, true);
+        dp_run run = run_dp(min_units + extra, true);
         if (!run.ran || !(run.makespan < infinite_time)) break;
         const replay_result bytes = replay(c, run.ops);
         if (bytes.peak_memory > budget) break;
-        if (!simple.feasible || bytes.makespan < simple.plan.makespan) {
-          const size_type least = simple.min_feasible_budget;
-          simple = finish(c, which, budget, run.ops, bytes.makespan);
-          simple.min_feasible_budget = least;
-        }
+        keep_faster(simple, c, budget, std::move(run.ops), bytes);
         extra = extra == 0 ? 1 : 2 * extra;
       }
     }
@@ -398,9 +403,7 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
     throw_solver_error(std::string(name(which)) +
                        ": the makespan overflows a double at this budget; scale the chain's "
                        "times down");
-  const double makespan = run.makespan;
-  std::vector<op> ops = std::move(run.ops);
-  solve_result r = finish(c, which, budget, std::move(ops), makespan);
+  solve_result r = finish(c, which, budget, std::move(run.ops), run.makespan);
   r.min_feasible_budget = out.min_feasible_budget;
   r.unit = d.unit;
   if (with_simple) return faster_of(std::move(r), simple);  // (no ?: of two results: g++ 12)

@@ -164,8 +164,9 @@ TEST_CASE("property: solve_optimal's schedule is the reference's, whatever the t
       CHECK(one.plan.ops == remat::detail::optimal_ops(md, ref, 0, md.L, M));
     } else {
       ++simpler;
-      const remat::solve_result simple =
-          remat::detail::exact_size_schedules(c, budget, dp < remat::detail::infinite_time);
+      const remat::solve_result simple = remat::detail::exact_size_schedules(
+          c, budget, dp < remat::detail::infinite_time,
+          remat::detail::persistent_min_budget(remat::detail::make_model(c, 1)));
       if (dp < remat::detail::infinite_time) {
         CHECK(one.plan == simple.plan);
       } else {
