@@ -3,6 +3,7 @@
 
 #include <remat/chain.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -17,7 +18,47 @@ struct model {
   std::vector<size_type> ft;  // ft[0..L], ft[L] = 0
   std::vector<double> bw;     // bw[0..L], bw[L] = loss time
   std::vector<size_type> bt;  // bt[0..L], bt[L] = loss overhead
+  // The times fw and bw are whole multiples of a power of two q such that every sum the DPs form
+  // stays below 2^53 q (`quantize_times`): double additions of them are then exact, so every
+  // order of summation gives the same bits. False only for chains whose times come within a
+  // factor of about 8 (L + 1) of the largest double: those times are kept as given.
+  bool exact_sums = false;
 };
+
+// 2^e as a double, for -1074 <= e <= 1023, in constant evaluation too.
+constexpr double power_of_two(int e) noexcept {
+  double p = 1;
+  for (; e > 0; --e) p *= 2;
+  for (; e < 0; ++e) p /= 2;
+  return p;
+}
+
+// Rounds the times of `m` to whole multiples of q = 2^e, the least power of two with 8 V <= 2^53 q,
+// where V = (L + 1) sum(fw) + sum(bw) bounds the time of any persistent schedule of any interval
+// (no stage runs forward more than L + 1 times). Every quantity a DP adds up (a branch value, a
+// prefix of 2 fw + bw plus a value) is below 4 V, so it is an integer multiple of q below 2^53 q:
+// a double holds it exactly and additions do not round. The change to each time is at most q / 2,
+// below 2^-50 of V (about 2^-40 of the chain's own time at 1000 stages): the order of the
+// rounding the sums would otherwise carry. Times already multiples of q (small integers, halves,
+// ...) are unchanged.
+constexpr void quantize_times(model& m) noexcept {
+  const auto repeats = static_cast<double>(m.L + 1);
+  double v = 0;  // finite: validation checks this very sum
+  for (std::size_t k = 0; k < m.fw.size(); ++k) v += repeats * m.fw[k] + m.bw[k];
+  if (!(v <= power_of_two(1019))) return;  // 8 V would pass 2^1022: keep the times as given
+  int e = -1074;
+  for (double p = power_of_two(e + 53); p < 8 * v; p *= 2) ++e;  // p = 2^(e + 53)
+  const double q = power_of_two(e);
+  auto round_to_q = [q](double t) {
+    const double n = t / q;  // exact: q is a power of two, and n < 2^53
+    auto whole = static_cast<double>(static_cast<std::int64_t>(n));
+    if (n - whole >= 0.5) whole += 1;
+    return whole * q;
+  };
+  for (double& t : m.fw) t = round_to_q(t);
+  for (double& t : m.bw) t = round_to_q(t);
+  m.exact_sums = true;
+}
 
 // ceil(s / unit) without overflow, for s >= 0 and unit >= 1.
 constexpr size_type round_up(size_type s, size_type unit) noexcept {
@@ -47,6 +88,7 @@ constexpr model make_model(const chain& c, size_type unit) {
   }
   m.bw[n] = c.loss_time;
   m.bt[n] = round_up(c.loss_overhead, unit);
+  quantize_times(m);
   return m;
 }
 

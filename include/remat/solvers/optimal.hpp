@@ -258,9 +258,11 @@ constexpr solve_result exact_size_schedules(const chain& c, size_type budget, bo
   return best;
 }
 
-// `dp`, or the plan of `simple` where it is faster (or `dp` is infeasible); ties keep `dp`.
-constexpr solve_result faster_of(solve_result dp, const solve_result& simple) {
-  if (simple.feasible && (!dp.feasible || simple.plan.makespan < dp.plan.makespan)) {
+// `dp`, or the plan of `simple` where it is faster (or `dp` is infeasible); ties keep `dp`. Both
+// replayed on the chain's own times (the DP's makespan sums the model's, rounded to its quantum,
+// in another order: a tie there would go either way by the last bit).
+constexpr solve_result faster_of(solve_result dp, const solve_result& simple, const chain& c) {
+  if (simple.feasible && (!dp.feasible || simple.plan.makespan < replay(c, dp.plan.ops).makespan)) {
     dp.feasible = true;
     dp.plan = simple.plan;
   }
@@ -393,7 +395,7 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
         extra = extra == 0 ? 1 : 2 * extra;
       }
     }
-    return faster_of(std::move(out), simple);
+    return faster_of(std::move(out), simple, c);
   }
 
   // Each time is finite but their sum may not be: then no choice of the table beats infinity,
@@ -406,7 +408,7 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
   solve_result r = finish(c, which, budget, std::move(run.ops), run.makespan);
   r.min_feasible_budget = out.min_feasible_budget;
   r.unit = d.unit;
-  if (with_simple) return faster_of(std::move(r), simple);  // (no ?: of two results: g++ 12)
+  if (with_simple) return faster_of(std::move(r), simple, c);  // (no ?: of two results: g++ 12)
   return r;
 }
 
