@@ -286,10 +286,33 @@ struct cell_state {
   std::size_t c = 0;  // interval index
   size_type a = 0;    // values are stored for m in [a, b] (none when b < a)
   size_type b = 0;
-  bool active = false;           // some value to compute (not a base case, b >= a)
+  bool active = false;  // some value to compute (not a base case, b >= a)
+  // Split points run only below these m (the window has the rest, `dp::window_from`): `end_low`
+  // for those in the tile's rows, `end_high` for the shared ones and those past the tile's rows.
+  size_type end_low = 0;
+  size_type end_high = 0;
   std::size_t blocks = 0;        // blocks of m from a / block to b / block
   double* best = nullptr;        // [m - a]: the least branch value so far
   double* block_best = nullptr;  // [block]: best at the block's first m
+};
+
+// Per column l, the window of its split points (see `dp::window_from`): for every m in [0, M],
+// the least H(j, m) = P(j) + OPT(j, l, m - x_j) over the split points j added so far (the j > i
+// of the row i being computed), and the least j that reaches it.
+struct columns {
+  std::size_t stride = 0;  // M + 1
+  std::vector<double> least;
+  std::vector<std::int64_t> arg;
+
+  columns() = default;
+  columns(std::int32_t L, size_type M)
+      : stride(static_cast<std::size_t>(M) + 1),
+        least((static_cast<std::size_t>(L) + 1) * stride, infinite_time),
+        arg((static_cast<std::size_t>(L) + 1) * stride) {}
+  static double bytes(std::int32_t L, size_type M) noexcept {
+    return (static_cast<double>(L) + 1) * (static_cast<double>(M) + 1) *
+           (sizeof(double) + sizeof(std::int64_t));
+  }
 };
 
 struct scratch {
@@ -324,10 +347,22 @@ struct interval_info {
 
 class dp {
  public:
-  dp(const model& md, fast_table& t) : md_(md), t_(t), info_(t.offset.size()) {
+  // `cols` (may be null: no window) must be `columns(L, M)`, fresh, and used by this DP only.
+  dp(const model& md, fast_table& t, columns* cols)
+      : md_(md), t_(t), info_(t.offset.size()), cols_(md.exact_sums ? cols : nullptr) {
     for (std::size_t c = 0; c < info_.size(); ++c)
       info_[c] = {t.bounds.need[c], t.bounds.store[c], t.bounds.S[c], t.offset[c],
                   t.sample_offset[c]};
+    if (cols_ != nullptr) {
+      reach_ = t.bounds.store;
+      for (std::int32_t i = 0; i <= md.L; ++i)
+        for (std::int32_t k = i + 1; k <= md.L; ++k)
+          reach_[interval_index(md.L, i, k)] =
+              std::max(reach_[interval_index(md.L, i, k)], reach_[interval_index(md.L, i, k - 1)]);
+    }
+    prefix_.assign(static_cast<std::size_t>(md.L) + 2, 0);
+    for (std::size_t k = 0; k + 1 < prefix_.size(); ++k)
+      prefix_[k + 1] = prefix_[k] + (md.fw[k] + md.fw[k] + md.bw[k]);
   }
 
   // Fills the cells (i, l) with i in [i0, i1], l in [l0, l1], i <= l, and their samples. Every
@@ -397,8 +432,24 @@ class dp {
       blocks += cs.blocks;
     }
     const bool shared = i1 < l0;
+    for (cell_state& cs : s.cells) cs.end_low = cs.end_high = cs.b + 1;
+    if (cols_ != nullptr && shared) {
+      // The window over the split points j >= i1 + 1 (the shared ones and those past the tile's
+      // rows), for every cell.
+      for (std::int32_t l = l0; l <= l1; ++l) add_split(l, i1 + 1);
+      for (cell_state& cs : s.cells)
+        if (cs.active) cs.end_high = window_from<Avx2>(cs);
+    }
     if (shared) shared_splits<Avx2>(i0, i1, l0, s);
     for (cell_state& cs : s.cells) {
+      if (cols_ != nullptr) {
+        // The window over every split point of the cell: (i + 1, l) is done.
+        if (cs.i < cs.l && !(shared && cs.i == i1)) add_split(cs.l, cs.i + 1);
+        if (cs.active) {
+          cs.end_low = window_from<Avx2>(cs);
+          cs.end_high = std::min(cs.end_high, cs.end_low);
+        }
+      }
       if (cs.active) {
         if (shared)
           own_splits<Avx2>(cs, i1, l0, s.acc[shared_acc(i1, l0, cs.i, l0)]);
@@ -451,19 +502,22 @@ class dp {
     // 500 stages; the order of each cell's branches, hence every bit, is unchanged).
     for (std::int32_t j0 = lo; j0 <= l0; j0 += split_group)
       for (cell_state& cs : s.cells) {
-        if (!cs.active) continue;
+        if (!cs.active || cs.end_high <= cs.a) continue;
         for (std::int32_t j = j0; j <= std::min(l0, j0 + split_group - 1); ++j) {
           prepare(cs, j, s.acc[shared_acc(i1, l0, cs.i, j)], br);
           if (br.from == unreachable) continue;
-          prune_and_run<Avx2>(cs, br);
+          prune_and_run<Avx2>(cs, br, cs.end_high);
         }
       }
   }
 
-  // The branch over the blocks of the cell where its lower bound is below the best at the
-  // block's first m (the largest in the block); consecutive blocks run as one.
+  // The branch over the blocks of the cell below m = end where its lower bound is below the best
+  // at the block's first m (the largest in the block); consecutive blocks run as one.
   template <bool Avx2>
-  [[gnu::always_inline]] inline void prune_and_run(cell_state& cs, const branch& br) const {
+  [[gnu::always_inline]] inline void prune_and_run(cell_state& cs, const branch& br,
+                                                   size_type end) const {
+    if (end <= std::max(br.from, cs.a)) return;
+    const auto blocks = static_cast<std::size_t>((end - 1) / block - cs.a / block + 1);
     const double* sample = t_.sample.data();
     const double* bb = cs.block_best;
     auto wanted = [&](std::size_t q) {
@@ -473,8 +527,8 @@ class dp {
     // 64 blocks at a time: their tests as bits, without branches; then the runs of set bits.
     // A run lowers best, so a later bit may be stale: it only costs a run that could have
     // been skipped, and the first block of each run is tested again.
-    for (std::size_t q0 = br.first_block; q0 < cs.blocks; q0 += 64) {
-      const std::size_t n = std::min<std::size_t>(64, cs.blocks - q0);
+    for (std::size_t q0 = br.first_block; q0 < blocks; q0 += 64) {
+      const std::size_t n = std::min<std::size_t>(64, blocks - q0);
       const auto sq0 = static_cast<std::ptrdiff_t>(q0);
       std::uint64_t bits = below_mask<Avx2>(sample + br.r_sample + sq0, sample + br.l_sample + sq0,
                                             bb + q0, br.acc, n);
@@ -487,7 +541,7 @@ class dp {
         }
         const int len = std::countr_one(bits >> lo);
         bits = lo + len >= 64 ? 0 : bits & (~std::uint64_t{0} << (lo + len));
-        const size_type hi = block_hi(cs, q + static_cast<std::size_t>(len) - 1);
+        const size_type hi = std::min(block_hi(cs, q + static_cast<std::size_t>(len) - 1), end - 1);
         run_parts(br, cs.a, std::max(block_lo(cs, q), br.from), hi, cs.best);
         settle(cs, q, hi);
       }
@@ -563,6 +617,7 @@ class dp {
     const std::int32_t i = cs.i;
     const std::int32_t l = cs.l;
     if (t_.branches == dp_branches::tape_and_checkpoint) tape(i, l, cs.a, cs.b, cs.best);
+    if (std::max(cs.end_low, cs.end_high) <= cs.a) return;  // the window has every m
     settle_all(cs);
     branch br;
     double forward = 0;
@@ -576,7 +631,8 @@ class dp {
       }
       forward += md_.fw[at(j - 1)];
       prepare(cs, j, forward, br);
-      if (br.from != unreachable) prune_and_run<Avx2>(cs, br);
+      if (br.from != unreachable)
+        prune_and_run<Avx2>(cs, br, j <= low_end ? cs.end_low : cs.end_high);
     }
   }
 
@@ -594,6 +650,99 @@ class dp {
     for (size_type blk = need / block; blk <= t_.M / block; ++blk)
       *out++ = t_.get(cs.c, std::min(t_.M, blk * block + block - 1));
   }
+
+  // Adds split point j to column l's window: H(j, m) = P(j) + OPT(j, l, m - x_j) for every m
+  // where it is finite; on a tie the new (smaller) j.
+  [[gnu::always_inline]] inline void add_split(std::int32_t l, std::int32_t j) const {
+    const interval_info& r = info_[interval_index(md_.L, j, l)];
+    const size_type M = t_.M;
+    const size_type shift = md_.x[at(j)];
+    if (r.need == unreachable || r.need > M || shift > M - r.need) return;
+    const size_type lo = r.need + shift;
+    const size_type st = std::min(add_or_unreachable(r.store, shift), M + 1);
+    double* least = cols_->least.data() + at(l) * cols_->stride;
+    std::int64_t* arg = cols_->arg.data() + at(l) * cols_->stride;
+    const double pj = prefix_[at(j)];
+    const double* v = t_.value.data() + r.offset;
+    const std::int64_t jj = j;
+    for (size_type m = lo; m < st; ++m) {
+      const double h = pj + v[m - lo];
+      const bool take = h <= least[m];
+      least[m] = take ? h : least[m];
+      arg[m] = take ? jj : arg[m];
+    }
+    const double hs = pj + r.S;
+    for (size_type m = std::max(lo, st); m <= M; ++m) {
+      const bool take = hs <= least[m];
+      least[m] = take ? hs : least[m];
+      arg[m] = take ? jj : arg[m];
+    }
+  }
+
+  // The window. Every checkpoint branch is at least its value with OPT(i, j-1, m) at its least,
+  // S(i, j-1): F(i, j) + OPT(j, l, m - x_j) + S(i, j-1) = H(j, m) - P(i), where P(j) = sum over
+  // k < j of 2 fw[k] + bw[k] (in the exact sums of `model::exact_sums`, F(i, j) + S(i, j-1) is
+  // P(j) - P(i)). So min_j H(j, m) - P(i), over the split points in column l's window, bounds all
+  // of them from below, and where the least j reaching it has m >= store(i, j-1) (its left part
+  // is S there), that branch reaches the bound: it is their exact least value. This holds at
+  // almost every m from some point up (74% of the (cell, m) pairs at 200 stages), where it takes
+  // O(1) per m instead of a pass over the split points. Writes it into best from that point on
+  // and returns the point (b + 1: none).
+  //
+  // The test uses reach(i, j-1) = max over k in [i, j-1] of store(i, k) (>= store(i, j-1), so
+  // passing it suffices; stores usually grow with k, and then it is the same test): going down
+  // from m = b, the j that pass are those up to a bound that only falls, with no gather.
+  template <bool Avx2>
+  [[gnu::always_inline]] inline size_type window_from(cell_state& cs) const {
+    const double* least = cols_->least.data() + at(cs.l) * cols_->stride;
+    const std::int64_t* arg = cols_->arg.data() + at(cs.l) * cols_->stride;
+    // reach[k] = reach(i, i + k)
+    const size_type* reach = reach_.data() + interval_index(md_.L, cs.i, cs.i);
+    const std::int64_t i = cs.i;
+    std::int64_t k = cs.l - 1 - i;  // the split points j <= i + 1 + k pass at m
+    size_type from = cs.b + 1;
+    auto pass_below = [&](size_type m) {  // lowers k to the bound at m
+      while (k >= 0 && reach[k] > m) --k;
+      return i + 1 + k;
+    };
+    for (; from >= cs.a + 4; from -= 4) {
+      const std::int64_t top = pass_below(from - 4);  // the bound at the 4's least m
+      if (!all_below<Avx2>(least + (from - 4), arg + (from - 4), top)) break;
+    }
+    for (; from > cs.a; --from)
+      if (!(least[from - 1] < infinite_time) || arg[from - 1] > pass_below(from - 1)) break;
+    const double pi = prefix_[at(cs.i)];
+    double* best = cs.best;
+    for (size_type m = from; m <= cs.b; ++m) {
+      const double v = least[m] - pi;
+      double& slot = best[m - cs.a];
+      slot = v < slot ? v : slot;
+    }
+    return from;
+  }
+
+  // Whether least[0..3] are finite and arg[0..3] <= top.
+  template <bool Avx2>
+  [[gnu::always_inline]] static inline bool all_below(const double* least, const std::int64_t* arg,
+                                                      std::int64_t top) noexcept {
+#if REMAT_DETAIL_AVX2_MASK
+    if constexpr (Avx2) return all_below_avx2(least, arg, top);
+#endif
+    bool pass = true;
+    for (int u = 0; u < 4; ++u) pass &= least[u] < infinite_time && arg[u] <= top;
+    return pass;
+  }
+
+#if REMAT_DETAIL_AVX2_MASK
+  REMAT_DETAIL_AVX2_TARGET static bool all_below_avx2(const double* least, const std::int64_t* arg,
+                                                      std::int64_t top) noexcept {
+    const __m256d finite =
+        _mm256_cmp_pd(_mm256_loadu_pd(least), _mm256_set1_pd(infinite_time), _CMP_LT_OQ);
+    const __m256i above = _mm256_cmpgt_epi64(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(arg)), _mm256_set1_epi64x(top));
+    return _mm256_movemask_pd(finite) == 15 && _mm256_testz_si256(above, above) != 0;
+  }
+#endif
 
   // The tape branch: fw[i] + bw[i] + OPT(i+1, l, m - xb[i+1]).
   [[gnu::always_inline]] inline void tape(std::int32_t i, std::int32_t l, size_type a, size_type b,
@@ -679,6 +828,9 @@ class dp {
   const model& md_;
   fast_table& t_;
   std::vector<interval_info> info_;
+  std::vector<double> prefix_;    // P(j) = sum over k < j of 2 fw[k] + bw[k]
+  std::vector<size_type> reach_;  // [interval (i, k)]: max over k' in [i, k] of store(i, k')
+  columns* cols_;
 #if REMAT_DETAIL_AVX2_CLONE
   bool avx2_ = __builtin_cpu_supports("avx2");
 #endif
@@ -731,7 +883,7 @@ inline double fast_table_bytes(const fast_layout& layout, std::int32_t L, size_t
   const double per_thread = fast::scratch_size(L, M, fast::tile_side(L, M)).bytes;
   return static_cast<double>(layout.entries + layout.samples) * sizeof(double) +
          static_cast<double>(layout.offset.size()) * sizeof(fast::interval_info) +
-         static_cast<double>(threads) * per_thread;
+         fast::columns::bytes(L, M) + static_cast<double>(threads) * per_thread;
 }
 
 // The number of threads `threads` asks for: 0 is the hardware's concurrency.
@@ -770,7 +922,8 @@ inline fast_table optimal_dp_fast(const model& md, interval_bounds bounds, fast_
   order.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(n + 1) / 2);
   for (std::int32_t d = 0; d < n; ++d)
     for (std::int32_t p = 0; p + d < n; ++p) order.emplace_back(p, p + d);
-  const fast::dp dp(md, t);
+  fast::columns cols = md.exact_sums ? fast::columns(L, M) : fast::columns();
+  const fast::dp dp(md, t, &cols);
   auto compute = [&](std::pair<std::int32_t, std::int32_t> pq, fast::scratch& s) {
     const auto [p, q] = pq;
     dp.tile(p * side, std::min(L, p * side + side - 1), q * side, std::min(L, q * side + side - 1),
