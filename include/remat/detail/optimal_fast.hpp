@@ -249,12 +249,15 @@ namespace fast {
 // The side of the square tiles of cells the DP computes together (see `dp::tile`). A tile of side
 // T reads each row and column of the table it needs once for T cells; its working arrays take
 // T^2 (M + 1) doubles. Measured on the development machine (1 MiB of L2 per core, 32 MiB of L3
-// shared): 24 is best up to a few hundred slots (T = 8 took 1.7 times as long at 500 stages and
-// 500 slots), 32 at 1000 slots (24.8 s at 1000 stages, against 27.5 s with 24 and 38 s with 11),
-// and 48 or more is slower again. No larger than the chain, and small enough that the working
-// arrays stay within 64 MiB a thread (beyond about 8000 slots).
+// shared), two threads: 24 to 32 is best at 500 stages (500 slots: 750 ms with 24 or 32, 785
+// with 16, 849 with 12), 32 at 1000 stages and 1000 slots (7.26 s; 7.48 with 24, 7.60 with 48,
+// 8.11 with 16). Short chains want at least 13 tiles a side, or the last diagonals (one or two
+// tiles, the costliest) leave a thread idle: 200 stages at 500 slots took 60 ms with 16, 66 with
+// 24, 73 with 32. No larger than the chain, and small enough that the working arrays stay
+// within 64 MiB a thread (beyond about 8000 slots).
 inline std::int32_t tile_side(std::int32_t L, size_type M) noexcept {
-  std::int32_t side = std::min(M < 768 ? 24 : 32, L + 1);
+  std::int32_t side = std::min({M < 768 ? 24 : 32, (L + 13) / 13, L + 1});
+  side = std::max(side, std::min(8, L + 1));
   const double per_cell = (static_cast<double>(M) + 1) * sizeof(double);
   while (side > 2 && static_cast<double>(side) * side * per_cell > 67108864.0) --side;
   return side;

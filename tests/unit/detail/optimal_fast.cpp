@@ -304,9 +304,11 @@ TEST_CASE("the table allocator: huge-page alignment from 32 MiB to 1 GiB, values
                   std::bad_array_new_length);
 }
 
-TEST_CASE("tile sides: 24, 32 from 768 slots, never past the chain or 64 MiB of working arrays") {
+TEST_CASE("tile sides: 24, 32 from 768 slots, 13 tiles a side, never past the chain or 64 MiB") {
   using remat::detail::fast::tile_side;
-  CHECK(tile_side(200, 500) == 24);
+  CHECK(tile_side(500, 500) == 24);
+  CHECK(tile_side(200, 500) == 16);  // 13 tiles a side
+  CHECK(tile_side(50, 500) == 8);    // but not below 8
   CHECK(tile_side(1000, 1000) == 32);
   CHECK(tile_side(5, 1000) == 6);
   CHECK(tile_side(0, 10) == 1);
