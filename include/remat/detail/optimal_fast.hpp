@@ -772,6 +772,7 @@ class dp {
     const std::int32_t l = cs.l;
     const interval_info& right = info_[interval_index(md_.L, j, l)];
     const interval_info& left = info_[interval_index(md_.L, i, j - 1)];
+    if (j < l) prefetch_next(cs, j + 1);
     br.acc = acc;
     const size_type shift = md_.x[at(j)];
     if (right.need == unreachable || left.need == unreachable ||
@@ -800,6 +801,29 @@ class dp {
     br.r_sample =
         static_cast<std::ptrdiff_t>(right.sample_offset) + (b0 - shift_blocks - right.need / block);
     br.l_sample = static_cast<std::ptrdiff_t>(left.sample_offset) + (b0 - left.need / block);
+  }
+
+  // Asks the cache for what `prepare` and the block tests read of split point j (its intervals'
+  // summaries and first samples, and the first values the cell reads) and for the summary of
+  // the right interval of j + 1: a column's intervals lie far apart in the table, so these are
+  // misses otherwise (5 to 7% of the time at 200 stages).
+  [[gnu::always_inline]] inline void prefetch_next(const cell_state& cs, std::int32_t j) const {
+#if defined(__GNUC__) || defined(__clang__)
+    if (j < cs.l) __builtin_prefetch(&info_[interval_index(md_.L, j + 1, cs.l)]);
+    const interval_info& right = info_[interval_index(md_.L, j, cs.l)];
+    const interval_info& left = info_[interval_index(md_.L, cs.i, j - 1)];
+    auto first_value = [&](const interval_info& in, size_type shift) {
+      if (in.need == unreachable || cs.a - shift <= in.need) return in.offset;
+      return in.offset + static_cast<std::size_t>(cs.a - shift - in.need);
+    };
+    for (const std::size_t k : {right.sample_offset, left.sample_offset})
+      if (k < t_.sample.size()) __builtin_prefetch(t_.sample.data() + k);
+    for (const std::size_t k : {first_value(right, md_.x[at(j)]), first_value(left, 0)})
+      if (k < t_.value.size()) __builtin_prefetch(t_.value.data() + k);
+#else
+    (void)cs;
+    (void)j;
+#endif
   }
 
   // Branch `br` over m in [p, q], a <= p: split where either side becomes its constant.
