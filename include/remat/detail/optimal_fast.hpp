@@ -602,12 +602,12 @@ class dp {
     for (; q < end; ++q) cs.block_best[q] = best[block_lo(cs, q) - a];
   }
 
-  // best non-increasing (as `settle`) after a run that did not settle, and the block maxima.
-  [[gnu::always_inline]] static inline void settle_all(cell_state& cs) noexcept {
-    double* best = cs.best;
-    const auto n = static_cast<std::size_t>(cs.b - cs.a + 1);
-    for (std::size_t k = 1; k < n; ++k) best[k] = best[k] < best[k - 1] ? best[k] : best[k - 1];
-    for (std::size_t q = 0; q < cs.blocks; ++q) cs.block_best[q] = best[block_lo(cs, q) - cs.a];
+  // The block maxima, from best. No settling is needed here: best starts infinite or at the
+  // window's values (a least of branches, each non-increasing), and every change since took the
+  // least of it and a non-increasing branch (the runs, each settled past its end, and the tape
+  // branch), which keeps a non-increasing sequence non-increasing.
+  [[gnu::always_inline]] static inline void block_maxima(cell_state& cs) noexcept {
+    for (std::size_t q = 0; q < cs.blocks; ++q) cs.block_best[q] = cs.best[block_lo(cs, q) - cs.a];
   }
 
   // The cell's tape branch, then its split points outside [i1 + 1, l0] (the shared ones, done;
@@ -621,7 +621,7 @@ class dp {
     const std::int32_t l = cs.l;
     if (t_.branches == dp_branches::tape_and_checkpoint) tape(i, l, cs.a, cs.b, cs.best);
     if (std::max(cs.end_low, cs.end_high) <= cs.a) return;  // the window has every m
-    settle_all(cs);
+    block_maxima(cs);
     branch br;
     double forward = 0;
     const std::int32_t low_end = std::min(i1, l);
