@@ -23,6 +23,7 @@ struct model {
   // order of summation gives the same bits. False only for chains whose times come within a
   // factor of about 8 (L + 1) of the largest double: those times are kept as given.
   bool exact_sums = false;
+  double time_quantum = 0;  // q where exact_sums, else 0
 };
 
 // 2^e as a double, for -1074 <= e <= 1023, in constant evaluation too.
@@ -58,6 +59,7 @@ constexpr void quantize_times(model& m) noexcept {
   for (double& t : m.fw) t = round_to_q(t);
   for (double& t : m.bw) t = round_to_q(t);
   m.exact_sums = true;
+  m.time_quantum = q;
 }
 
 // ceil(s / unit) without overflow, for s >= 0 and unit >= 1.

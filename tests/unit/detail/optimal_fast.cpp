@@ -41,8 +41,8 @@ void roughen_times(chain& c, std::mt19937_64& rng) {
   c.loss_time = pick();
 }
 
-// `side`: the tiles' side, 0 for the automatic one (16 for these small M: a 9-stage chain is
-// then one tile, and only smaller sides reach the split points shared by a tile's cells).
+// `side`: the tiles' side, 0 for the automatic one (8 for these short chains: two tiles a side
+// for 9 stages; smaller sides reach more of the split points shared by a tile's cells).
 fast_table fast_dp(const model& md, size_type M, dp_branches branches, unsigned threads,
                    std::int32_t side = 0) {
   remat::detail::interval_bounds bounds = remat::detail::make_interval_bounds(
@@ -122,6 +122,38 @@ TEST_CASE("property: the fast DP equals the reference in every cell, 1 to 3 thre
   CHECK(cases == 2400);
   CHECK(checkpoint_only == 480);
   CHECK(cells > 500000);
+}
+
+// Times so large that their sums are not exact (`model::exact_sums` false): the fast DP does
+// without its window and still matches the reference bit for bit.
+TEST_CASE("property: times near the largest double, where sums round, 1 and 3 threads") {
+  std::mt19937_64 rng(54);
+  int tested = 0;
+  for (int cases = 0; cases < 200; ++cases) {
+    remat::testing::random_chain_options o;
+    o.min_stages = 3;
+    o.max_stages = 5;
+    chain c = remat::testing::random_chain(rng, o);
+    roughen_times(c, rng);
+    for (remat::stage& s : c.stages) {
+      s.forward_time *= 1e306;
+      s.backward_time *= 1e306;
+    }
+    c.loss_time *= 1e306;
+    INFO(remat::testing::chain_text(c));
+    REQUIRE_NOTHROW(remat::validate(c));
+    const model md = remat::detail::make_model(c, 1);
+    if (md.exact_sums) continue;  // small draws: sums exact after all
+    ++tested;
+    const dp_branches branches = dp_branches::tape_and_checkpoint;
+    const remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
+        md, remat::detail::persistent_need(md, branches), branches);
+    const size_type M = b.store[interval_index(md.L, 0, md.L)];
+    const optimal_table ref = remat::detail::optimal_dp_reference(md, M, branches);
+    for (const unsigned threads : {1U, 3U})
+      CHECK(differences(md, ref, fast_dp(md, M, branches, threads, 2)) == 0);
+  }
+  CHECK(tested > 150);
 }
 
 TEST_CASE("property: solve_optimal's schedule is the reference's, whatever the thread count") {
