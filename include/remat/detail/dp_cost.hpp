@@ -6,10 +6,13 @@
 // tried, and in (interval, m, split) triples for the main DP before its pruning: the sums behind
 // MODEL.md's O(L^3) and O(L^3 M). The rates turn them into seconds. The least-memory rates are the
 // lowest measured for this library's optimized build (g++ 12 -O2) on one core of the 2-core
-// development machine under load. The main DP ran 2.0e9 to 2.9e9 triples per second there on
-// random chains (tests/support/random_chain.hpp, 50 to 600 stages, 500 to 4000 slots, budgets of
-// 20% to 80% of store-all) and 4e9 on the 1000-stage synthetic chain of the benchmarks; the rate
-// below leaves room for a loaded or slower machine, so the estimate is an upper bound there.
+// development machine under load. The main DP's rate grows with the chain's length (its window
+// gives a larger share of the cells' values in O(1) per m): on random chains
+// (tests/support/random_chain.hpp with times of 0.1 to 3, 50 to 600 stages, 500 to 4000 slots,
+// budgets of 20% to 80% of store-all) it ran 1.9e9 to 2.1e9 triples per second at 50 and 100
+// stages, 3.5e9 to 4.6e9 at 200, 5.1e9 to 5.8e9 at 300 to 600, and 1.2e10 on the 1000-stage
+// synthetic chain of the benchmarks at 1000 slots. `main_triples_per_second` is 1.3 to 2.5 times
+// below those, room for a loaded or slower machine: the estimate is an upper bound there.
 #pragma once
 
 #include <remat/chain.hpp>
@@ -18,6 +21,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -29,7 +33,6 @@ namespace remat::detail {
 
 inline constexpr double need_pairs_per_second = 1.5e8;        // persistent_need_fast
 inline constexpr double exact_need_pairs_per_second = 4.0e7;  // least_peak_dp
-inline constexpr double main_triples_per_second = 1.5e9;      // optimal_dp_fast
 
 // (interval, split) pairs of one least-memory DP: the sum over 0 <= i < l <= L of l - i.
 constexpr double need_dp_pairs(std::int32_t L) noexcept {
@@ -81,11 +84,21 @@ inline double main_dp_triples(const interval_bounds& b, std::int32_t L, size_typ
   return triples;
 }
 
+// The fast DP's (optimal_dp_fast) rate for a chain of L stages, triples per second on one core.
+// Without the tape branch no interval runs without recomputation, so the window gives only the
+// split point j = i + 1 its values, and the rate levels off (1.7e9 at 100 stages, 3.6e9 to 4.1e9
+// at 200, 4.2e9 to 4.6e9 at 300 to 600, on the chains above).
+inline double main_triples_per_second(std::int32_t L, dp_branches branches) noexcept {
+  const double growth = std::sqrt(std::max(1.0, static_cast<double>(L) / 100));
+  return 1.5e9 * (branches == dp_branches::tape_and_checkpoint ? growth : std::min(growth, 2.0));
+}
+
 // Their seconds, with `threads` threads on as many cores as there are.
 inline double main_dp_seconds(const interval_bounds& b, std::int32_t L, size_type M,
-                              unsigned threads) {
+                              dp_branches branches, unsigned threads) {
   const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
-  return main_dp_triples(b, L, M) / (main_triples_per_second * std::min(threads, cores));
+  return main_dp_triples(b, L, M) /
+         (main_triples_per_second(L, branches) * std::min(threads, cores));
 }
 
 inline std::string readable_seconds(double s) {

@@ -351,7 +351,7 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
     const unsigned threads = dp_threads(options.threads);
     const double bytes = fast_table_bytes(layout, md.L, M, threads);
     const std::size_t limit = options.max_table_bytes.value_or(default_table_limit());
-    const double seconds = main_dp_seconds(bounds, md.L, M, threads);
+    const double seconds = main_dp_seconds(bounds, md.L, M, branches, threads);
     if (quiet) {
       quiet_seconds += seconds;
       if (bytes > static_cast<double>(limit) || quiet_seconds > options.max_estimated_seconds)
