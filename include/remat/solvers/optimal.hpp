@@ -383,8 +383,10 @@ constexpr solve_result solve_persistent(const chain& c, size_type budget,
     // store-all's time instead of +95%). Tried from the DP's least units up, by doubling steps
     // (each a DP at about this budget; none once the runs' estimates add up past the time limit
     // or one's table is over the memory limit), keeping the fastest that fits on the exact
-    // sizes; the first that does not fit ends the search.
-    if (min_units != unreachable) {
+    // sizes; the first that does not fit ends the search. Below the least persistent peak on
+    // the exact sizes none can fit: no DP runs (with a budget of a few bytes its unit is that
+    // small, and a DP at the least budget in such units took seconds for nothing).
+    if (min_units != unreachable && exact_least != unreachable && budget >= exact_least) {
       size_type extra = 0;
       for (int tries = 0; tries < 8 && min_units + extra < fastest_units; ++tries) {
         dp_run run = run_dp(min_units + extra, true);
