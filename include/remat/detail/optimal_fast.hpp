@@ -174,8 +174,11 @@ struct fast_table {
   interval_bounds bounds;
   std::vector<std::size_t> offset;  // [interval]: where its values start
   table_vector value;
-  // Per interval, for every block s from need / block to M / block: OPT at the block's last m
-  // (or at M): the least value of the block, for the pruning bounds.
+  // The largest m any interval stores (-1: none). No cell computes a value above it, so the
+  // samples and the windows stop there (with a few stages and very many slots it is far below M).
+  size_type last_m = -1;
+  // Per interval, for every block s from need / block to last_m / block: OPT at the block's last
+  // m (or at M): the least value of the block, for the pruning bounds.
   std::vector<std::size_t> sample_offset;  // [interval]
   table_vector sample;
 
@@ -231,6 +234,7 @@ struct fast_table {
 struct fast_layout {
   std::vector<std::size_t> offset;
   std::size_t entries = 0;
+  size_type last_m = -1;  // fast_table::last_m
   std::vector<std::size_t> sample_offset;
   std::size_t samples = 0;
 };
@@ -239,14 +243,19 @@ inline fast_layout make_fast_layout(const interval_bounds& b, std::int32_t L, si
   fast_layout out;
   out.offset.assign(interval_count(L), 0);
   out.sample_offset.assign(interval_count(L), 0);
+  auto top = [&](std::size_t c) {
+    return b.store[c] == unreachable ? M : std::min(b.store[c] - 1, M);
+  };
+  for (std::size_t c = 0; c < out.offset.size(); ++c)
+    if (top(c) >= b.need[c]) out.last_m = std::max(out.last_m, top(c));
   for (std::size_t c = 0; c < out.offset.size(); ++c) {
     out.offset[c] = out.entries;
     out.sample_offset[c] = out.samples;
-    const size_type top = b.store[c] == unreachable ? M : std::min(b.store[c] - 1, M);
     // Base cases store no value: their need is their store.
-    if (top >= b.need[c]) out.entries += static_cast<std::size_t>(top - b.need[c]) + 1;
-    if (b.need[c] <= M)
-      out.samples += static_cast<std::size_t>(M / fast::block - b.need[c] / fast::block + 1);
+    if (top(c) >= b.need[c]) out.entries += static_cast<std::size_t>(top(c) - b.need[c]) + 1;
+    if (b.need[c] <= out.last_m)
+      out.samples +=
+          static_cast<std::size_t>(out.last_m / fast::block - b.need[c] / fast::block + 1);
   }
   return out;
 }
@@ -306,21 +315,21 @@ struct cell_state {
   double* block_best = nullptr;  // [block]: best at the block's first m
 };
 
-// Per column l, the window of its split points (see `dp::window_from`): for every m in [0, M],
+// Per column l, the window of its split points (see `dp::window_from`): for every m in [0, last_m],
 // the least H(j, m) = P(j) + OPT(j, l, m - x_j) over the split points j added so far (the j > i
 // of the row i being computed), and the least j that reaches it.
 struct columns {
-  std::size_t stride = 0;  // M + 1
+  std::size_t stride = 0;  // last_m + 1
   std::vector<double> least;
   std::vector<std::int64_t> arg;
 
   columns() = default;
-  columns(std::int32_t L, size_type M)
-      : stride(static_cast<std::size_t>(M) + 1),
+  columns(std::int32_t L, size_type last_m)
+      : stride(static_cast<std::size_t>(last_m + 1)),
         least((static_cast<std::size_t>(L) + 1) * stride, infinite_time),
         arg((static_cast<std::size_t>(L) + 1) * stride) {}
-  static double bytes(std::int32_t L, size_type M) noexcept {
-    return (static_cast<double>(L) + 1) * (static_cast<double>(M) + 1) *
+  static double bytes(std::int32_t L, size_type last_m) noexcept {
+    return (static_cast<double>(L) + 1) * (static_cast<double>(last_m) + 1) *
            (sizeof(double) + sizeof(std::int64_t));
   }
 };
@@ -357,7 +366,8 @@ struct interval_info {
 
 class dp {
  public:
-  // `cols` (may be null: no window) must be `columns(L, M)`, fresh, and used by this DP only.
+  // `cols` (may be null: no window) must be `columns(L, t.last_m)`, fresh, and used by this DP
+  // only.
   dp(const model& md, fast_table& t, columns* cols)
       : md_(md), t_(t), info_(t.offset.size()), cols_(md.exact_sums ? cols : nullptr) {
     for (std::size_t c = 0; c < info_.size(); ++c)
@@ -655,9 +665,9 @@ class dp {
       for (std::size_t k = 0; k < n; ++k) out[k] = std::max(S, cs.best[k]);
     }
     const size_type need = t_.bounds.need[cs.c];
-    if (need > t_.M) return;
+    if (need > t_.last_m) return;
     double* out = t_.sample.data() + t_.sample_offset[cs.c];
-    for (size_type blk = need / block; blk <= t_.M / block; ++blk)
+    for (size_type blk = need / block; blk <= t_.last_m / block; ++blk)
       *out++ = t_.get(cs.c, std::min(t_.M, blk * block + block - 1));
   }
 
@@ -665,11 +675,11 @@ class dp {
   // where it is finite; on a tie the new (smaller) j.
   [[gnu::always_inline]] inline void add_split(std::int32_t l, std::int32_t j) const {
     const interval_info& r = info_[interval_index(md_.L, j, l)];
-    const size_type M = t_.M;
+    const size_type top = t_.last_m;
     const size_type shift = md_.x[at(j)];
-    if (r.need == unreachable || r.need > M || shift > M - r.need) return;
+    if (r.need == unreachable || r.need > top || shift > top - r.need) return;
     const size_type lo = r.need + shift;
-    const size_type st = std::min(add_or_unreachable(r.store, shift), M + 1);
+    const size_type st = std::min(add_or_unreachable(r.store, shift), top + 1);
     double* least = cols_->least.data() + at(l) * cols_->stride;
     std::int64_t* arg = cols_->arg.data() + at(l) * cols_->stride;
     const double pj = prefix_[at(j)];
@@ -682,7 +692,7 @@ class dp {
       arg[m] = take ? jj : arg[m];
     }
     const double hs = pj + r.S;
-    for (size_type m = std::max(lo, st); m <= M; ++m) {
+    for (size_type m = std::max(lo, st); m <= top; ++m) {
       const bool take = hs <= least[m];
       least[m] = take ? hs : least[m];
       arg[m] = take ? jj : arg[m];
@@ -917,7 +927,7 @@ inline double fast_table_bytes(const fast_layout& layout, std::int32_t L, size_t
   const double per_thread = fast::scratch_size(L, M, fast::tile_side(L, M)).bytes;
   return static_cast<double>(layout.entries + layout.samples) * sizeof(double) +
          static_cast<double>(layout.offset.size()) * sizeof(fast::interval_info) +
-         fast::columns::bytes(L, M) + static_cast<double>(threads) * per_thread;
+         fast::columns::bytes(L, layout.last_m) + static_cast<double>(threads) * per_thread;
 }
 
 // The number of threads `threads` asks for: 0 is the hardware's concurrency.
@@ -946,6 +956,7 @@ inline fast_table optimal_dp_fast(const model& md, interval_bounds bounds, fast_
   t.branches = branches;
   t.bounds = std::move(bounds);
   t.offset = std::move(layout.offset);
+  t.last_m = layout.last_m;
   t.value.resize(layout.entries);
   t.sample_offset = std::move(layout.sample_offset);
   t.sample.resize(layout.samples);
@@ -956,7 +967,7 @@ inline fast_table optimal_dp_fast(const model& md, interval_bounds bounds, fast_
   order.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(n + 1) / 2);
   for (std::int32_t d = 0; d < n; ++d)
     for (std::int32_t p = 0; p + d < n; ++p) order.emplace_back(p, p + d);
-  fast::columns cols = md.exact_sums ? fast::columns(L, M) : fast::columns();
+  fast::columns cols = md.exact_sums ? fast::columns(L, t.last_m) : fast::columns();
   const fast::dp dp(md, t, &cols);
   auto compute = [&](std::pair<std::int32_t, std::int32_t> pq, fast::scratch& s) {
     const auto [p, q] = pq;
