@@ -463,11 +463,16 @@ class dp {
     if (shared) shared_splits<Avx2>(i0, i1, l0, s);
     for (cell_state& cs : s.cells) {
       if (cols_ != nullptr) {
-        // The window over every split point of the cell: (i + 1, l) is done.
-        if (cs.i < cs.l && !(shared && cs.i == i1)) add_split(cs.l, cs.i + 1);
-        if (cs.active) {
-          cs.end_low = window_from<Avx2>(cs);
-          cs.end_high = std::min(cs.end_high, cs.end_low);
+        // The window over every split point of the cell: (i + 1, l) is done. In the bottom row
+        // of an off-diagonal tile it is the one above (no split point below the shared ones).
+        if (shared && cs.i == i1) {
+          cs.end_low = cs.end_high;
+        } else {
+          if (cs.i < cs.l) add_split(cs.l, cs.i + 1);
+          if (cs.active) {
+            cs.end_low = window_from<Avx2>(cs);
+            cs.end_high = std::min(cs.end_high, cs.end_low);
+          }
         }
       }
       if (cs.active) {
