@@ -52,8 +52,9 @@ struct optimal_table {
 // * store: from m = store on, the cell takes the tape branch and its value is S;
 // * clamp: below it, the value is max(S, least branch) (the choice stays the least branch).
 // In exact arithmetic both change nothing: S is a lower bound of every schedule of the interval,
-// and the tape branch reaches it from store on (ties go to the tape branch). In floating point a
-// sum of the same times in another order may round below S; the rules keep every value >= S and
+// and the tape branch reaches it from store on (ties go to the tape branch). The model's sums are
+// exact (`model::exact_sums`) except for times near the largest double; there a sum of the same
+// times in another order may round below S, and the rules keep every value >= S and
 // non-increasing in m bit for bit, which the fast DP (detail/optimal_fast.hpp) needs to prune
 // exactly, and which it reproduces.
 constexpr void optimal_cell(const model& md, optimal_table& t, const interval_bounds& bounds,
