@@ -78,7 +78,7 @@ inline double main_dp_triples(const interval_bounds& b, std::int32_t L, size_typ
   for (std::int32_t i = 0; i < L; ++i)
     for (std::int32_t l = i + 1; l <= L; ++l) {
       const std::size_t c = interval_index(L, i, l);
-      const size_type top = b.store[c] == unreachable ? M : std::min(b.store[c] - 1, M);
+      const size_type top = stored_top(b, c, M);
       if (top >= b.need[c]) triples += (static_cast<double>(top - b.need[c]) + 1) * (l - i);
     }
   return triples;

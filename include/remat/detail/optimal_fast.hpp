@@ -183,9 +183,7 @@ struct fast_table {
   table_vector sample;
 
   // The last stored m of interval c (below `bounds.need[c]` when none is stored).
-  size_type top(std::size_t c) const noexcept {
-    return bounds.store[c] == unreachable ? M : std::min(bounds.store[c] - 1, M);
-  }
+  size_type top(std::size_t c) const noexcept { return stored_top(bounds, c, M); }
 
   double get(std::size_t c, size_type m) const noexcept {
     if (m < bounds.need[c]) return infinite_time;
@@ -243,9 +241,7 @@ inline fast_layout make_fast_layout(const interval_bounds& b, std::int32_t L, si
   fast_layout out;
   out.offset.assign(interval_count(L), 0);
   out.sample_offset.assign(interval_count(L), 0);
-  auto top = [&](std::size_t c) {
-    return b.store[c] == unreachable ? M : std::min(b.store[c] - 1, M);
-  };
+  auto top = [&](std::size_t c) { return stored_top(b, c, M); };
   for (std::size_t c = 0; c < out.offset.size(); ++c)
     if (top(c) >= b.need[c]) out.last_m = std::max(out.last_m, top(c));
   for (std::size_t c = 0; c < out.offset.size(); ++c) {

@@ -220,6 +220,13 @@ struct interval_bounds {
   std::vector<double> S;
 };
 
+// The last m at which the DPs store OPT(i, l, m) for interval c in a table up to M: from store on
+// it is S (never, without the tape branch, where store is `unreachable`). Below `b.need[c]` when
+// nothing is stored.
+constexpr size_type stored_top(const interval_bounds& b, std::size_t c, size_type M) noexcept {
+  return b.store[c] == unreachable ? M : std::min(b.store[c] - 1, M);
+}
+
 constexpr interval_bounds make_interval_bounds(const model& md, std::vector<size_type> need,
                                                dp_branches branches) {
   const std::int32_t L = md.L;
