@@ -33,14 +33,14 @@ if(REMAT_CUDA)
 endif()
 
 # Kernels of remat's own tests and examples: `remat_add_cuda_kernels(target sources...)` makes a
-# static library of them, in C++20, warnings as errors. CUDA_STANDARD 20 gives no flag with cmake
+# static library of them, in C++20, warnings as errors where REMAT_WARNINGS_AS_ERRORS asks. CUDA_STANDARD 20 gives no flag with cmake
 # 3.25, but without it cmake appends the C++ compiler's default standard (-std=c++14 for
 # clang 14), which would override -std=c++20.
 function(remat_add_cuda_kernels target)
   add_library(${target} STATIC ${ARGN})
   set_target_properties(${target} PROPERTIES CUDA_STANDARD 20)
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>
-                                           $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>)
+                                           $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${REMAT_WARNINGS_AS_ERRORS}>>:-Werror=all-warnings>)
   target_link_libraries(${target} PUBLIC CUDA::cudart)
 endfunction()
 
