@@ -19,6 +19,7 @@
 #include <remat/solvers/revolve.hpp>
 #include <remat/solvers/sequential.hpp>
 #include <remat/solvers/store_all.hpp>
+#include <remat/version.hpp>
 
 namespace remat {
 
