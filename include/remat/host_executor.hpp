@@ -14,7 +14,7 @@
 // checker (AddressSanitizer, valgrind) reports any access outside a live buffer.
 #pragma once
 
-#include <remat/detail/program.hpp>
+#include <remat/detail/planning/program.hpp>
 #include <remat/memory_plan.hpp>
 #include <remat/op_calls.hpp>
 

@@ -15,7 +15,7 @@
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
-#include <remat/detail/best_fit.hpp>
+#include <remat/detail/planning/best_fit.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
 

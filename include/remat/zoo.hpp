@@ -9,7 +9,7 @@
 // with the pooling that follows it), fully connected layer (VGG) or transformer block, plus the
 // stems and heads (GPT-2: the embedding first, the final LayerNorm and the LM head last). Times
 // in milliseconds, sizes in bytes. Each stage's costs come from its layers, listed op by op (what
-// each reads, allocates and saves for backward), by the rules of <remat/detail/zoo_stage.hpp>.
+// each reads, allocates and saves for backward), by the rules of <remat/zoo/stage.hpp>.
 //
 // Layer details follow the reference implementations:
 // * ResNet-50/101/152: torchvision ("v1.5": stride in the 3x3 conv, in-place ReLU), so an
@@ -37,7 +37,7 @@
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
-#include <remat/detail/zoo_stage.hpp>
+#include <remat/zoo/stage.hpp>
 
 #include <array>
 #include <cmath>

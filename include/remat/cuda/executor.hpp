@@ -15,7 +15,7 @@
 #pragma once
 
 #include <remat/cuda/error.hpp>
-#include <remat/detail/program.hpp>
+#include <remat/detail/planning/program.hpp>
 #include <remat/memory_plan.hpp>
 #include <remat/op_calls.hpp>
 

@@ -18,7 +18,7 @@
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
-#include <remat/detail/baseline.hpp>
+#include <remat/detail/solvers/segmented.hpp>
 #include <remat/schedule.hpp>
 #include <remat/solver_options.hpp>
 

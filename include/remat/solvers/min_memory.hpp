@@ -18,9 +18,9 @@
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
-#include <remat/detail/dp_cost.hpp>
-#include <remat/detail/model.hpp>
-#include <remat/detail/verify.hpp>
+#include <remat/detail/dp/cost.hpp>
+#include <remat/detail/dp/model.hpp>
+#include <remat/detail/verify/finish.hpp>
 #include <remat/schedule.hpp>
 #include <remat/solver_options.hpp>
 #include <remat/solvers/optimal.hpp>

@@ -9,12 +9,12 @@
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
-#include <remat/detail/discretize.hpp>
-#include <remat/detail/dp_cost.hpp>
-#include <remat/detail/model.hpp>
-#include <remat/detail/optimal_fast.hpp>
-#include <remat/detail/persistent_dp.hpp>
-#include <remat/detail/verify.hpp>
+#include <remat/detail/dp/discretize.hpp>
+#include <remat/detail/dp/cost.hpp>
+#include <remat/detail/dp/model.hpp>
+#include <remat/detail/dp/optimal_fast.hpp>
+#include <remat/detail/dp/persistent_dp.hpp>
+#include <remat/detail/verify/finish.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
 #include <remat/solver_options.hpp>
@@ -55,7 +55,7 @@ struct optimal_table {
 // and the tape branch reaches it from store on (ties go to the tape branch). The model's sums are
 // exact (`model::exact_sums`) except for times near the largest double; there a sum of the same
 // times in another order may round below S, and the rules keep every value >= S and
-// non-increasing in m bit for bit, which the fast DP (detail/optimal_fast.hpp) needs to prune
+// non-increasing in m bit for bit, which the fast DP (detail/dp/optimal_fast.hpp) needs to prune
 // exactly, and which it reproduces.
 constexpr void optimal_cell(const model& md, optimal_table& t, const interval_bounds& bounds,
                             std::int32_t i, std::int32_t l, size_type m, size_type mmin,

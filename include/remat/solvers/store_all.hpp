@@ -4,7 +4,7 @@
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
-#include <remat/detail/verify.hpp>
+#include <remat/detail/verify/finish.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
 #include <remat/solver_options.hpp>

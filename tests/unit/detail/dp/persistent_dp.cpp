@@ -1,6 +1,6 @@
 // The run-time least-memory DP (`persistent_need_fast`, in doubles) gives the same needs as the
 // constexpr one (`least_peak_dp`), and the interval bounds hold what they promise.
-#include <remat/detail/persistent_dp.hpp>
+#include <remat/detail/dp/persistent_dp.hpp>
 
 #include <remat/simulate.hpp>
 #include <remat/solvers/store_all.hpp>

@@ -1,6 +1,6 @@
 // The fast DP against the reference DP: the same value and the same choice in every cell, bit for
 // bit, hence the same schedules, with one thread or several; and the table-memory guard.
-#include <remat/detail/optimal_fast.hpp>
+#include <remat/detail/dp/optimal_fast.hpp>
 
 #include <remat/simulate.hpp>
 #include <remat/solvers/optimal.hpp>

@@ -39,8 +39,8 @@
 #pragma once
 
 #include <remat/chain.hpp>
-#include <remat/detail/model.hpp>
-#include <remat/detail/persistent_dp.hpp>
+#include <remat/detail/dp/model.hpp>
+#include <remat/detail/dp/persistent_dp.hpp>
 
 #include <algorithm>
 #include <atomic>

@@ -1,6 +1,6 @@
 // The model's time grid: times rounded to whole multiples of a power of two q, small enough that
 // every sum a DP forms is exact, so that any order of summation gives the same bits.
-#include <remat/detail/model.hpp>
+#include <remat/detail/dp/model.hpp>
 
 #include <doctest/doctest.h>
 

@@ -1,11 +1,11 @@
 // The pieces of MODEL.md's persistent DP that do not depend on the memory dimension: interval
 // indexing, the least-memory DP (`need`), the no-recomputation bounds of every interval (`store`,
 // `S`), and the reconstruction of a schedule from per-cell choices. Shared by the reference DP
-// (solvers/optimal.hpp) and the fast one (detail/optimal_fast.hpp).
+// (solvers/optimal.hpp) and the fast one (detail/dp/optimal_fast.hpp).
 #pragma once
 
 #include <remat/chain.hpp>
-#include <remat/detail/model.hpp>
+#include <remat/detail/dp/model.hpp>
 #include <remat/schedule.hpp>
 
 #include <algorithm>

@@ -16,7 +16,7 @@
 #pragma once
 
 #include <remat/chain.hpp>
-#include <remat/detail/persistent_dp.hpp>
+#include <remat/detail/dp/persistent_dp.hpp>
 #include <remat/solver_options.hpp>
 
 #include <algorithm>
