@@ -1,0 +1,143 @@
+// Measuring the memory libtorch allocates: one interface, `remat::torch::memory_meter`, over
+//
+//   * `cpu_memory()`: an exact tracker of libtorch's CPU allocator. The first call installs an
+//     allocator that wraps the one libtorch had (c10::SetCPUAllocator) and counts every byte a
+//     tensor asks for, so current and peak are exact and repeatable to the byte. It stays
+//     installed for the life of the process (tensors allocated through it may outlive any
+//     object); memory allocated before the first call is not counted.
+//   * `cuda_memory(device)`: the CUDA caching allocator's own statistics (allocated bytes,
+//     current and peak), where libtorch was built with CUDA (REMAT_TORCH_CUDA, set by the
+//     remat::torch target).
+//
+//   remat::torch::memory_meter& m = remat::torch::cpu_memory();
+//   m.reset_peak();
+//   auto y = net->forward(x);
+//   std::int64_t transient = m.peak() - m.current();
+#pragma once
+
+#include <remat/concepts.hpp>
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#if defined(REMAT_TORCH_CUDA)
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace remat::torch {
+
+/// Bytes allocated on one device: what is held now, and the most held since the last
+/// `reset_peak`. Implementations are thread-safe.
+class memory_meter {
+ public:
+  virtual ~memory_meter() = default;
+  [[nodiscard]] virtual size_type current() const = 0;
+  [[nodiscard]] virtual size_type peak() const = 0;
+  /// Makes the peak what is held now.
+  virtual void reset_peak() = 0;
+
+ protected:
+  memory_meter() = default;
+  memory_meter(const memory_meter&) = default;
+  memory_meter& operator=(const memory_meter&) = default;
+};
+
+namespace detail {
+
+// Wraps the CPU allocator libtorch had. Each block carries a header of one alignment unit
+// (64 bytes, libtorch's CPU alignment, so the tensor's data stays aligned) holding the size
+// asked for and how to free the block; the tensor sees `data == context`, which libtorch's
+// raw_allocate (used by mkldnn) requires.
+class tracking_cpu_allocator final : public c10::Allocator, public memory_meter {
+ public:
+  static constexpr std::size_t header_bytes = 64;
+
+  explicit tracking_cpu_allocator(c10::Allocator* wrapped) : wrapped_(wrapped) {}
+
+  c10::DataPtr allocate(std::size_t n) const override {
+    if (n == 0) return wrapped_->allocate(0);
+    c10::DataPtr block = wrapped_->allocate(n + header_bytes);
+    auto* base = static_cast<std::byte*>(block.get());
+    auto* h = reinterpret_cast<header*>(base);
+    h->bytes = static_cast<size_type>(n);
+    h->wrapped_deleter = block.get_deleter();
+    h->wrapped_context = block.release_context();
+    h->owner = this;
+    add(h->bytes);
+    void* data = base + header_bytes;
+    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+
+  [[nodiscard]] size_type current() const override {
+    return current_.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] size_type peak() const override { return peak_.load(std::memory_order_relaxed); }
+  void reset_peak() override { peak_.store(current(), std::memory_order_relaxed); }
+
+ private:
+  struct header {
+    size_type bytes;
+    c10::DeleterFnPtr wrapped_deleter;
+    void* wrapped_context;
+    const tracking_cpu_allocator* owner;
+  };
+  static_assert(sizeof(header) <= header_bytes);
+
+  static void release(void* data) {
+    if (data == nullptr) return;
+    auto* h = reinterpret_cast<header*>(static_cast<std::byte*>(data) - header_bytes);
+    h->owner->current_.fetch_sub(h->bytes, std::memory_order_relaxed);
+    if (h->wrapped_deleter != nullptr) h->wrapped_deleter(h->wrapped_context);
+  }
+
+  void add(size_type n) const {
+    const size_type now = current_.fetch_add(n, std::memory_order_relaxed) + n;
+    size_type seen = peak_.load(std::memory_order_relaxed);
+    while (now > seen && !peak_.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+    }
+  }
+
+  c10::Allocator* wrapped_;
+  mutable std::atomic<size_type> current_{0};
+  mutable std::atomic<size_type> peak_{0};
+};
+
+}  // namespace detail
+
+/// The tracker of libtorch's CPU allocator, installed on the first call (thread-safe) with a
+/// priority above libtorch's default one, and never removed.
+inline memory_meter& cpu_memory() {
+  static detail::tracking_cpu_allocator* const tracker = [] {
+    // Never destroyed: tensors freed during static destruction still find it.
+    auto* t = new detail::tracking_cpu_allocator(c10::GetCPUAllocator());
+    c10::SetCPUAllocator(t, /*priority=*/1);
+    return t;
+  }();
+  return *tracker;
+}
+
+#if defined(REMAT_TORCH_CUDA)
+/// The CUDA caching allocator's statistics for `device`: bytes allocated to tensors (not the
+/// allocator's cached reserve).
+class cuda_memory final : public memory_meter {
+ public:
+  explicit cuda_memory(int device) : device_(device) {}
+  [[nodiscard]] size_type current() const override { return stat().current; }
+  [[nodiscard]] size_type peak() const override { return stat().peak; }
+  void reset_peak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(device_); }
+
+ private:
+  [[nodiscard]] c10::cuda::CUDACachingAllocator::Stat stat() const {
+    using c10::cuda::CUDACachingAllocator::StatType;
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(device_)
+        .allocated_bytes[static_cast<std::size_t>(StatType::AGGREGATE)];
+  }
+  int device_;
+};
+#endif
+
+}  // namespace remat::torch
