@@ -3,10 +3,16 @@
 //   remat::chain c = ...;                       // or any type modelling remat::chain_like
 //   remat::solve_result r = remat::solve(c, budget, {.solver = remat::solver::optimal});
 //   if (r.feasible) run(r.plan.ops);
+//
+// Long chains: `{.coarsen = remat::auto_coarsening}` merges consecutive stages into blocks as far
+// as the solver needs (remat/coarsen.hpp) and returns the schedule on the chain's own stages.
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/coarsen.hpp>
 #include <remat/concepts.hpp>
+#include <remat/detail/coarsen/target.hpp>
+#include <remat/detail/verify/finish.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
 #include <remat/solver_options.hpp>
@@ -21,32 +27,103 @@
 #include <remat/solvers/store_all.hpp>
 #include <remat/version.hpp>
 
+#include <algorithm>
+#include <cstddef>
+#include <utility>
+#include <vector>
+
 namespace remat {
+
+namespace detail {
+
+// `options.solver` on the chain as given (`options.coarsen` is not looked at).
+template <chain_like C>
+constexpr solve_result solve_as_given(const C& chain, size_type budget,
+                                      const solve_options& options) {
+  switch (options.solver) {
+    case solver::store_all: return solve_store_all(chain, budget, options);
+    case solver::exhaustive:
+      if (std::is_constant_evaluated())
+        throw_solver_error("exhaustive: not available in constant expressions");
+      return solve_exhaustive(chain, budget, options);
+    case solver::sequential: return solve_sequential(chain, budget, options);
+    case solver::chen_sqrt: return solve_chen_sqrt(chain, budget, options);
+    case solver::chen_greedy: return solve_chen_greedy(chain, budget, options);
+    case solver::revolve: return solve_revolve(chain, budget, options);
+    case solver::checkpoint_only: return solve_checkpoint_only(chain, budget, options);
+    case solver::min_memory: return solve_min_memory(chain, budget, options);
+    case solver::optimal: break;
+  }
+  return solve_optimal(chain, budget, options);
+}
+
+// A result of the coarse chain `cc` as one of the fine chain `c`: its ops expanded and replayed
+// on `c` (within the budget, by coarsen.hpp's proof; a schedule that is not is a bug, reported).
+inline solve_result expand_result(const chain& c, const coarse_chain& cc, solve_result coarse,
+                                  solver which) {
+  solve_result out;
+  if (coarse.feasible) {
+    std::vector<op> ops = expand(cc, coarse.plan.ops);
+    const double makespan = replay(c, ops).makespan;
+    out = finish(c, which, coarse.budget, std::move(ops), makespan);
+  }
+  out.budget = coarse.budget;
+  out.min_feasible_budget = coarse.min_feasible_budget;
+  out.unit = coarse.unit;
+  out.coarse_length = cc.length();
+  out.largest_block = cc.largest_block();
+  return out;
+}
+
+}  // namespace detail
+
+/// `solve` with `options.coarsen` (see solve_options): merges the chain's stages into blocks
+/// (remat::coarsen, cut by `options.coarse_boundaries`), solves the blocks, and returns the
+/// schedule expanded to the chain's own stages and replayed on them. `coarse_length` and
+/// `largest_block` say what was merged (0 when nothing was). `min_feasible_budget` is the coarse
+/// chain's. With `auto_coarsening` a coarse chain the solver still refuses (its estimate is
+/// finer than the one that chose the length) is coarsened further, up to 4 times, before the
+/// refusal is passed on.
+template <chain_like C>
+solve_result solve_coarsened(const C& chain_in, size_type budget, const solve_options& options) {
+  const chain c = to_chain(chain_in);
+  if (budget < 0) detail::throw_solver_error("the budget must be >= 0");
+  solve_options inner = options;
+  inner.coarsen = no_coarsening;
+  if (options.coarsen == no_coarsening) return detail::solve_as_given(c, budget, inner);
+  const bool automatic = options.coarsen == auto_coarsening;
+  std::size_t blocks = automatic ? detail::auto_coarse_length(c, budget, options)
+                                 : std::min(options.coarsen, c.length());
+  if (blocks == c.length()) return detail::solve_as_given(c, budget, inner);
+  for (int retries = 0;; ++retries) {
+    const coarse_chain cc = coarsen(c, blocks, options.coarse_boundaries);
+    solve_result coarse;
+    try {
+      coarse = detail::solve_as_given(cc.chain, budget, inner);
+    } catch (const solver_error&) {
+      if (!automatic || retries == 4 || blocks == 1) throw;
+      blocks = std::max<std::size_t>(1, blocks * 7 / 10);
+      continue;
+    }
+    return detail::expand_result(c, cc, std::move(coarse), options.solver);
+  }
+}
 
 namespace detail {
 struct solve_fn {
   /// Runs `options.solver` on `chain` for a total memory `budget` (input, activations, tapes,
   /// gradients and overheads; the chain's units). An infeasible budget is a result
   /// (`feasible == false`, with `min_feasible_budget`); malformed chains throw `chain_error`,
-  /// impossible requests `solver_error`.
+  /// impossible requests `solver_error`. With `options.coarsen`, see `solve_coarsened`.
   template <chain_like C>
   constexpr solve_result operator()(const C& chain, size_type budget,
                                     const solve_options& options = {}) const {
-    switch (options.solver) {
-      case solver::store_all: return solve_store_all(chain, budget, options);
-      case solver::exhaustive:
-        if (std::is_constant_evaluated())
-          throw_solver_error("exhaustive: not available in constant expressions");
-        return solve_exhaustive(chain, budget, options);
-      case solver::sequential: return solve_sequential(chain, budget, options);
-      case solver::chen_sqrt: return solve_chen_sqrt(chain, budget, options);
-      case solver::chen_greedy: return solve_chen_greedy(chain, budget, options);
-      case solver::revolve: return solve_revolve(chain, budget, options);
-      case solver::checkpoint_only: return solve_checkpoint_only(chain, budget, options);
-      case solver::min_memory: return solve_min_memory(chain, budget, options);
-      case solver::optimal: break;
+    if (options.coarsen != no_coarsening) {
+      if (std::is_constant_evaluated())
+        throw_solver_error("coarsening: not available in constant expressions");
+      return solve_coarsened(chain, budget, options);
     }
-    return solve_optimal(chain, budget, options);
+    return solve_as_given(chain, budget, options);
   }
 };
 }  // namespace detail

@@ -55,6 +55,17 @@ constexpr std::optional<solver> solver_from_name(std::string_view n) noexcept {
   return std::nullopt;
 }
 
+/// Where `remat::coarsen` cuts a chain into blocks (detail/coarsen/boundaries.hpp).
+enum class boundary_rule : std::uint8_t {
+  least_loss,  ///< balanced blocks, cut at small activations (a DP over cut points)
+  even,        ///< every L / N stages
+};
+
+/// `solve_options::coarsen`: solve the chain as given.
+inline constexpr std::size_t no_coarsening = 0;
+/// `solve_options::coarsen`: merge stages only as far as the solver needs to accept the chain.
+inline constexpr std::size_t auto_coarsening = static_cast<std::size_t>(-1);
+
 /// `slots` value meaning: use the sizes as given, as integer units (no rescaling).
 inline constexpr size_type exact_units = 0;
 
@@ -79,6 +90,15 @@ struct solve_options {
   /// `solver_error` (giving the estimate and what to change) a solve estimated to take longer
   /// than this. The estimate is pessimistic; infinity turns the check off.
   double max_estimated_seconds = 60;
+  /// Solve on blocks of consecutive stages (remat/coarsen.hpp) and return the schedule expanded
+  /// to the chain's own stages, replayed on them: `no_coarsening` (default); a count N >= 1 (at
+  /// most N blocks; chains of N stages or fewer are solved as given); or `auto_coarsening`: as
+  /// many blocks as the DP solvers (`optimal`, `checkpoint-only`, `min-memory`) accept within
+  /// `max_estimated_seconds` and `max_table_bytes`, the chain as given when they accept it (the
+  /// other solvers never refuse a long chain, so they get it as given).
+  std::size_t coarsen = no_coarsening;
+  /// Where the blocks are cut when coarsening.
+  boundary_rule coarse_boundaries = boundary_rule::least_loss;
 };
 
 /// What a solver found for one budget.
@@ -93,6 +113,13 @@ struct solve_result {
   size_type min_feasible_budget = 0;
   /// The memory unit the solver worked in: 1 for exact sizes, else ceil(budget / slots).
   size_type unit = 1;
+  /// With `solve_options::coarsen`: the number of blocks the solver ran on, or 0 when it ran on
+  /// the chain's own stages. The plan's ops are always on the chain's own stages.
+  std::size_t coarse_length = 0;
+  /// With coarsening: the stages of the longest block.
+  std::size_t largest_block = 0;
+
+  friend constexpr bool operator==(const solve_result&, const solve_result&) = default;
 
   static constexpr size_type no_budget = -1;
 };
