@@ -29,7 +29,7 @@ class usage_error : public std::runtime_error {
 std::string usage() {
   std::string text =
       "usage: remat-zoo MODEL [--batch N] [--image S | --seq S] [--dtype fp32|fp16|bf16]\n"
-      "                 [--peak-flops F] [--bandwidth B] [-o FILE]\n"
+      "                 [--peak-flops F] [--bandwidth B] [--layers N] [--ops] [-o FILE]\n"
       "MODEL:";
   for (const std::string_view m : remat::zoo::model_names) text += " " + std::string(m);
   return text +
@@ -39,7 +39,10 @@ std::string usage() {
          "  --seq S          GPT-2: tokens per sequence (1024)\n"
          "  --dtype T        bytes per activation element (CNNs: fp32, GPT-2: bf16)\n"
          "  --peak-flops F   FLOP/s of the roofline (A100: 19.5e12 fp32, 312e12 fp16/bf16)\n"
-         "  --bandwidth B    memory bytes/s of the roofline (A100: 2.0e12)\n";
+         "  --bandwidth B    memory bytes/s of the roofline (A100: 2.0e12)\n"
+         "  --layers N       GPT-2: transformer blocks (the model's: 12, 24, 36, 48)\n"
+         "  --ops            one stage per operator (a GPT-2 block is 19) instead of one per\n"
+         "                   layer or block: the long chains a profiler sees\n";
 }
 
 remat::size_type parse_count(std::string_view option, std::string_view text) {
@@ -84,6 +87,10 @@ request parse(const std::vector<std::string_view>& args) {
       r.model = a;
       continue;
     }
+    if (a == "--ops") {
+      r.options.operators = true;
+      continue;
+    }
     if (i + 1 == args.size()) throw usage_error(std::string(a) + ": needs a value");
     const std::string_view v = args[++i];
     if (a == "--batch") {
@@ -96,6 +103,11 @@ request parse(const std::vector<std::string_view>& args) {
       r.options.dtype = remat::zoo::dtype_from_name(v);
       if (!r.options.dtype)
         throw usage_error("--dtype: expected fp32, fp16 or bf16, got \"" + std::string(v) + "\"");
+    } else if (a == "--layers") {
+      const remat::size_type layers = parse_count(a, v);
+      if (layers < 1 || layers > 100000)
+        throw usage_error("--layers: expected 1 to 100000, got " + std::string(v));
+      r.options.layers = static_cast<int>(layers);
     } else if (a == "--peak-flops") {
       r.options.peak_flops = parse_rate(a, v);
     } else if (a == "--bandwidth") {
@@ -132,6 +144,10 @@ nlohmann::ordered_json document(const remat::zoo::network& n) {
   zoo["dtype"] = std::string(remat::zoo::name(s.dtype));
   zoo["peak_flops"] = s.peak_flops;
   zoo["bandwidth"] = s.bandwidth;
+  // GPT-2's depth, where it is not the model's own (files of the model's depth stay as they were).
+  const auto own = remat::zoo::detail::gpt2_config_of(s.model);
+  if (own && own->layers != s.layers) zoo["layers"] = s.layers;
+  if (s.operators) zoo["operators"] = true;
   doc["zoo"] = std::move(zoo);
   return doc;
 }

@@ -51,6 +51,7 @@ struct solve_request {
   std::optional<std::int64_t> points;  ///< --points N (sweep)
   std::optional<std::string> csv;      ///< --csv FILE (sweep)
   std::optional<std::string> plot;     ///< --plot FILE.svg (sweep)
+  std::size_t coarsen = no_coarsening;  ///< --coarsen N, or auto_coarsening for --coarsen auto
 };
 
 inline std::string usage_text() {
@@ -70,7 +71,8 @@ inline std::string usage_text() {
     line_length += 1 + word.size();
   }
   std::string text =
-      "usage: remat-solve CHAIN.json --budget SIZE [--solver NAME] [--slots N|exact] [--json]\n"
+      "usage: remat-solve CHAIN.json --budget SIZE [--solver NAME] [--slots N|exact]\n"
+      "                   [--coarsen N|auto] [--json]\n"
       "       remat-solve CHAIN.json --sweep [--points N] [--solver NAME,...] [--csv FILE]"
       " [--plot FILE.svg]\n"
       "       remat-solve CHAIN.json --info\n"
@@ -86,6 +88,9 @@ inline std::string usage_text() {
   text += "                   (default " + std::to_string(default_slots) +
           "); 'exact' uses the sizes as given\n";
   text +=
+      "  --coarsen N|auto solve on at most N blocks of consecutive stages (cut where the\n"
+      "                   blocks lose least) and print the schedule on the chain's stages;\n"
+      "                   'auto' merges only as far as the solver needs to accept the chain\n"
       "  --json           print one JSON object instead of the report (also with --info)\n"
       "  --sweep          solve at evenly spaced budgets, from the least at which the optimal\n"
       "                   solver finds a schedule to the peak of storing everything; print\n"
@@ -180,7 +185,7 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
   solve_request req;
   std::vector<std::string_view> positional;
   std::vector<std::string_view> seen;
-  std::optional<std::string_view> budget, solver_list, slots, points;
+  std::optional<std::string_view> budget, solver_list, slots, points, coarsen;
   bool sweep = false, info = false, options_done = false;
 
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -228,6 +233,8 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
       flag(info);
     } else if (option == "--points") {
       points = value();
+    } else if (option == "--coarsen") {
+      coarsen = value();
     } else if (option == "--csv") {
       req.csv = std::string(value());
     } else if (option == "--plot") {
@@ -265,6 +272,10 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
     req.slots =
         *slots == "exact" ? exact_units : detail::parse_count("--slots", *slots, " or 'exact'");
   if (points) req.points = detail::parse_count("--points", *points);
+  if (coarsen)
+    req.coarsen = *coarsen == "auto" ? auto_coarsening
+                                     : static_cast<std::size_t>(detail::parse_count(
+                                           "--coarsen", *coarsen, " or 'auto'"));
   if (req.csv && req.csv->empty()) throw usage_error("--csv needs a file name");
   if (req.plot && req.plot->empty()) throw usage_error("--plot needs a file name");
 
@@ -276,6 +287,8 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
       if (given(sweep_only))
         throw usage_error(std::string(sweep_only) + " applies only to --sweep");
   }
+  if (req.what != command::solve && given("--coarsen"))
+    throw usage_error("--coarsen applies only to --budget");
   if (req.what == command::info && given("--solver"))
     throw usage_error("--solver does not apply to --info");
   if (req.what == command::sweep && given("--json"))
@@ -290,6 +303,7 @@ struct solve_report {
   const io::chain_file* file = nullptr;
   remat::solver solver = remat::solver::optimal;
   size_type slots = default_slots;
+  std::size_t coarsen = no_coarsening;  ///< what --coarsen asked for
   solve_result result;
   replay_result replayed;   ///< the plan replayed on the chain's own sizes (if feasible)
   replay_result store_all;  ///< the store-all schedule replayed
@@ -300,9 +314,11 @@ inline solve_report compute_report(const io::chain_file& file, const solve_reque
   rep.file = &file;
   rep.solver = req.solvers.empty() ? remat::solver::optimal : req.solvers.front();
   rep.slots = req.slots;
+  rep.coarsen = req.coarsen;
   // Every hardware thread fills the DP table: the schedule does not depend on their number.
-  rep.result = remat::solve(file.chain, req.budget,
-                            {.solver = rep.solver, .slots = req.slots, .threads = 0});
+  rep.result = remat::solve(
+      file.chain, req.budget,
+      {.solver = rep.solver, .slots = req.slots, .threads = 0, .coarsen = req.coarsen});
   if (rep.result.feasible) rep.replayed = simulate(file.chain, rep.result.plan);
   const auto L = static_cast<std::int32_t>(file.chain.length());
   const std::vector<op> all = store_all_ops(L);
@@ -334,6 +350,11 @@ inline std::string format_json(const solve_report& rep) {
     ops.push_back(std::move(jo));
   }
   j["ops"] = std::move(ops);
+  // With --coarsen only, after the contract's keys: the blocks solved (0: none were merged).
+  if (rep.coarsen != no_coarsening) {
+    j["coarse_length"] = r.coarse_length;
+    j["largest_block"] = r.largest_block;
+  }
   return j.dump() + '\n';
 }
 
@@ -443,6 +464,22 @@ inline std::string format_report(const solve_report& rep) {
     solver_text += ", exact sizes";
   line("solver", solver_text);
   line("budget", format_memory(r.budget, mu));
+  if (rep.coarsen != no_coarsening) {
+    const std::string asked = rep.coarsen == auto_coarsening
+                                  ? std::string("--coarsen auto")
+                                  : "--coarsen " + std::to_string(rep.coarsen);
+    if (r.coarse_length == 0)
+      line("coarsened", "no: " + std::string(rep.coarsen == auto_coarsening
+                                                 ? std::string(name(rep.solver)) +
+                                                       " accepts the chain as given"
+                                                 : "the chain has no more stages than that") +
+                            " (" + asked + ")");
+    else
+      line("coarsened", std::to_string(L) + " stages merged into " +
+                            std::to_string(r.coarse_length) + " blocks of up to " +
+                            std::to_string(r.largest_block) + " stages (" + asked +
+                            "); ops below on the chain's stages");
+  }
 
   const double base_time = rep.store_all.makespan;
   const size_type base_memory = rep.store_all.peak_memory;

@@ -5,9 +5,11 @@
 //   remat::solve_result r = remat::solve(n.chain, 8'000'000'000);
 //
 // Models: resnet50 resnet101 resnet152 resnet1001 vgg16 vgg19 densenet121 gpt2-small gpt2-medium
-// gpt2-large gpt2-xl. Stages: one per residual block, dense layer, transition, conv layer (VGG,
-// with the pooling that follows it), fully connected layer (VGG) or transformer block, plus the
-// stems and heads (GPT-2: the embedding first, the final LayerNorm and the LM head last). Times
+// gpt2-large gpt2-xl (GPT-2 at any depth with `layers`). Stages: one per residual block, dense
+// layer, transition, conv layer (VGG, with the pooling that follows it), fully connected layer
+// (VGG) or transformer block, plus the stems and heads (GPT-2: the embedding first, the final
+// LayerNorm and the LM head last); or, with `operators`, one per operator of those (a GPT-2
+// block is 19), as a profiler sees them: long chains for coarsening (remat/coarsen.hpp). Times
 // in milliseconds, sizes in bytes. Each stage's costs come from its layers, listed op by op (what
 // each reads, allocates and saves for backward), by the rules of <remat/zoo/stage.hpp>.
 //
@@ -98,6 +100,8 @@ struct options {
   std::optional<zoo::dtype> dtype;
   std::optional<double> peak_flops;  ///< FLOP/s, > 0
   std::optional<double> bandwidth;   ///< bytes/s, > 0
+  std::optional<int> layers;  ///< GPT-2 only: transformer blocks, 1 .. 100000 (model's own count)
+  bool operators = false;     ///< one stage per operator (see stage_recorder::finish_operators)
 };
 
 /// The options a network was built with, defaults filled in.
@@ -109,6 +113,8 @@ struct settings {
   zoo::dtype dtype = zoo::dtype::fp32;
   double peak_flops = 0;
   double bandwidth = 0;
+  int layers = 0;  ///< GPT-2's transformer blocks; 0 for CNNs
+  bool operators = false;
 };
 
 /// A network as a chain, with what the chain format does not carry.
@@ -138,11 +144,25 @@ struct context {
   size_type p = 0;
   network* net = nullptr;
 
+  bool operators = false;  // one stage per op instead of one per layer or block
+
   void push(std::string stage_name, const recorded_stage& s) const {
     net->chain.stages.push_back(s.costs);
     net->stage_names.push_back(std::move(stage_name));
     net->stage_flops.push_back(s.flops);
     net->total_flops += s.flops;
+  }
+  // The stage recorded by `rec` (a stage_recorder or a cnn_stage) ending at `out`, or its ops,
+  // named `stage_name.j.op`.
+  template <class Recorder, class Out>
+  void push(const std::string& stage_name, const Recorder& rec, const Out& out) const {
+    if (!operators) {
+      push(stage_name, rec.finish(out));
+      return;
+    }
+    std::size_t j = 0;
+    for (const auto& [op_name, s] : rec.finish_operators(out))
+      push(stage_name + "." + std::to_string(j++) + "." + op_name, s);
   }
 };
 
@@ -221,6 +241,9 @@ class cnn_stage {
   }
 
   [[nodiscard]] recorded_stage finish(const fmap& out) const { return rec_.finish(out.t); }
+  [[nodiscard]] auto finish_operators(const fmap& out) const {
+    return rec_.finish_operators(out.t);
+  }
 
  private:
   static fmap like(const fmap& x, tensor t) { return {t, x.c, x.h, x.w}; }
@@ -244,7 +267,7 @@ inline void pooled_classifier(const context& cx, const fmap& in, size_type class
     st.relu_in_place(x);
   }
   x = st.adaptive_average_pool(x, 1);
-  cx.push("head", st.finish(st.linear(x, classes)));
+  cx.push("head", st, st.linear(x, classes));
   cross_entropy(cx, cx.batch, classes);
 }
 
@@ -264,7 +287,7 @@ inline fmap resnet_bottleneck(const context& cx, const fmap& in, size_type width
   else
     st.add_in_place(out, x);
   st.relu_in_place(out);
-  cx.push(std::move(stage_name), st.finish(out));
+  cx.push(std::move(stage_name), st, out);
   return stage_output_shape(out);
 }
 
@@ -273,7 +296,7 @@ inline void resnet(const context& cx, size_type image, const std::array<int, 4>&
   fmap x = st.batch_norm(st.conv(st.input(), 64, 7, 2, 3));
   st.relu_in_place(x);
   x = st.max_pool(x, 3, 2, 1);
-  cx.push("stem", st.finish(x));
+  cx.push("stem", st, x);
   x = stage_output_shape(x);
   for (std::size_t g = 0; g < blocks.size(); ++g) {
     const size_type width = size_type{64} << g;
@@ -302,14 +325,14 @@ inline fmap preact_bottleneck(const context& cx, const fmap& in, size_type width
   y = st.conv(y, 4 * width, 1, 1, 0);
   const bool project = stride != 1 || in.c != 4 * width;
   const fmap out = st.sum(y, project ? st.conv(pre, 4 * width, 1, stride, 0) : x);
-  cx.push(std::move(stage_name), st.finish(out));
+  cx.push(std::move(stage_name), st, out);
   return stage_output_shape(out);
 }
 
 inline void resnet1001(const context& cx, size_type image) {
   cnn_stage st(cx, 3, image, image);
   const fmap stem = st.conv(st.input(), 16, 3, 1, 1);
-  cx.push("stem", st.finish(stem));
+  cx.push("stem", st, stem);
   fmap x = stage_output_shape(stem);
   for (std::size_t g = 0; g < 3; ++g) {
     const size_type width = size_type{16} << g;
@@ -338,7 +361,7 @@ inline void vgg(const context& cx, size_type image, const std::vector<int>& conf
       layer = 1;
       ++i;
     }
-    cx.push(std::move(stage_name), st.finish(y));
+    cx.push(std::move(stage_name), st, y);
     x = stage_output_shape(y);
   }
   for (int fc = 6; fc <= 8; ++fc) {
@@ -347,7 +370,7 @@ inline void vgg(const context& cx, size_type image, const std::vector<int>& conf
     if (fc == 6) y = st.adaptive_average_pool(y, 7);
     y = st.linear(y, fc == 8 ? 1000 : 4096);
     if (fc != 8) y = st.dropout(st.relu(y));
-    cx.push("fc" + std::to_string(fc), st.finish(y));
+    cx.push("fc" + std::to_string(fc), st, y);
     x = stage_output_shape(y);
   }
   cross_entropy(cx, cx.batch, 1000);
@@ -360,7 +383,7 @@ inline void densenet121(const context& cx, size_type image) {
   fmap x = stem.batch_norm(stem.conv(stem.input(), 64, 7, 2, 3));
   stem.relu_in_place(x);
   x = stem.max_pool(x, 3, 2, 1);
-  cx.push("stem", stem.finish(x));
+  cx.push("stem", stem, x);
   x = stage_output_shape(x);
   const std::array<int, 4> layers = {6, 12, 24, 16};
   for (std::size_t b = 0; b < layers.size(); ++b) {
@@ -373,7 +396,7 @@ inline void densenet121(const context& cx, size_type image) {
       y = st.batch_norm(st.conv(y, bottleneck, 1, 1, 0));
       st.relu_in_place(y);
       const fmap out = st.concat(in, st.conv(y, growth, 3, 1, 1));
-      cx.push(block + ".denselayer" + std::to_string(i + 1), st.finish(out));
+      cx.push(block + ".denselayer" + std::to_string(i + 1), st, out);
       x = stage_output_shape(out);
     }
     if (b + 1 < layers.size()) {
@@ -381,7 +404,7 @@ inline void densenet121(const context& cx, size_type image) {
       fmap y = st.batch_norm(st.input());
       st.relu_in_place(y);
       y = st.average_pool(st.conv(y, x.c / 2, 1, 1, 0), 2, 2);
-      cx.push("transition" + std::to_string(b + 1), st.finish(y));
+      cx.push("transition" + std::to_string(b + 1), st, y);
       x = stage_output_shape(y);
     }
   }
@@ -410,7 +433,7 @@ inline void gpt2(const context& cx, size_type seq, const gpt2_config& g) {
   {
     stage_recorder st(cx.machine, cx.p, tokens, 8, false);
     const tensor e = st.gather(st.input(), act, to_double(mul(seq, h)) * p, 2 * table * p);
-    cx.push("embedding", st.finish(st.dropout(e)));
+    cx.push("embedding", st, st.dropout(e));
   }
   // Pre-LN block: LN, Q/K/V projections, scores = QK^T, scale and causal mask, softmax,
   // dropout, times V, merge heads (a copy), output projection, dropout, residual; LN, fc (4h),
@@ -435,7 +458,7 @@ inline void gpt2(const context& cx, size_type seq, const gpt2_config& g) {
         st.product({st.normalize(r)}, mul(act, 4), 4 * proj_macs, add(mul(hh, 4), mul(h, 4)));
     const tensor mlp =
         st.dropout(st.product({st.gelu(fc)}, act, 4 * proj_macs, add(mul(hh, 4), h)));
-    cx.push("h." + std::to_string(i), st.finish(st.sum(r, mlp)));
+    cx.push("h." + std::to_string(i), st, st.sum(r, mlp));
   }
   // Final LN and the LM head (tied to the token table): logits b x s x V.
   {
@@ -443,7 +466,7 @@ inline void gpt2(const context& cx, size_type seq, const gpt2_config& g) {
     const tensor logits =
         st.product({st.normalize(st.input())}, mul(tokens, gpt2_vocabulary),
                    to_double(act) * to_double(gpt2_vocabulary), mul(gpt2_vocabulary, h));
-    cx.push("lm_head", st.finish(logits));
+    cx.push("lm_head", st, logits);
   }
   cross_entropy(cx, tokens, gpt2_vocabulary);
 }
@@ -494,6 +517,15 @@ struct build_fn {
     s.dtype = opts.dtype.value_or(transformer ? dtype::bf16 : dtype::fp32);
     s.peak_flops = opts.peak_flops.value_or(default_peak_flops(s.dtype));
     s.bandwidth = opts.bandwidth.value_or(a100_bandwidth);
+    s.operators = opts.operators;
+    if (opts.layers && !transformer)
+      throw_zoo_error(m + " is a CNN: its depth is fixed (--layers is for GPT-2)");
+    if (transformer) {
+      s.layers = opts.layers.value_or(transformer->layers);
+      if (s.layers < 1 || s.layers > 100000)
+        throw_zoo_error("layers must be between 1 and 100000 (got " + std::to_string(s.layers) +
+                        ")");
+    }
     // Written so that NaN fails too.
     if (!(s.peak_flops > 0 && std::isfinite(s.peak_flops)))
       throw_zoo_error("peak FLOP/s must be a finite number > 0");
@@ -501,17 +533,26 @@ struct build_fn {
       throw_zoo_error("bandwidth must be a finite number > 0");
 
     network net;
-    const context cx{{s.peak_flops, s.bandwidth}, s.batch, bytes_per_element(s.dtype), &net};
+    const context cx{
+        {s.peak_flops, s.bandwidth}, s.batch, bytes_per_element(s.dtype), &net, s.operators};
+    const std::string ops_name = s.operators ? "-ops" : "";
+    const std::string ops_words = s.operators ? ", one stage per operator" : "";
     const std::string batch = "-b" + std::to_string(s.batch);
     const std::string type = std::string(name(s.dtype));
     const std::string machine = "; roofline at " + four_digits(s.peak_flops / 1e12) +
                                 " TFLOP/s and " + four_digits(s.bandwidth / 1e9) + " GB/s";
     if (transformer) {
       net.chain.input_size = mul(mul(s.batch, s.sequence_length), 8);
-      gpt2(cx, s.sequence_length, *transformer);
-      net.name = m + batch + "-s" + std::to_string(s.sequence_length) + "-" + type;
-      net.description = m + ": batch " + std::to_string(s.batch) + ", sequences of " +
-                        std::to_string(s.sequence_length) + " tokens, " + type + machine;
+      gpt2_config g = *transformer;
+      const bool own_depth = s.layers == g.layers;
+      g.layers = s.layers;
+      gpt2(cx, s.sequence_length, g);
+      net.name = m + (own_depth ? "" : "-L" + std::to_string(s.layers)) + batch + "-s" +
+                 std::to_string(s.sequence_length) + "-" + type + ops_name;
+      net.description = m + (own_depth ? "" : " at " + std::to_string(s.layers) + " layers") +
+                        ": batch " + std::to_string(s.batch) + ", sequences of " +
+                        std::to_string(s.sequence_length) + " tokens, " + type + ops_words +
+                        machine;
     } else {
       const size_type image = s.image_size;
       net.chain.input_size = mul({s.batch, 3, image, image, cx.p});
@@ -526,9 +567,9 @@ struct build_fn {
         vgg(cx, image, {64,  64,  0,   128, 128, 0,   256, 256, 256, 256, 0,
                         512, 512, 512, 512, 0,   512, 512, 512, 512, 0});
       if (model == "densenet121") densenet121(cx, image);
-      net.name = m + batch + "-" + std::to_string(image) + "-" + type;
+      net.name = m + batch + "-" + std::to_string(image) + "-" + type + ops_name;
       net.description = m + ": batch " + std::to_string(s.batch) + ", " + std::to_string(image) +
-                        "x" + std::to_string(image) + " images, " + type + machine;
+                        "x" + std::to_string(image) + " images, " + type + ops_words + machine;
     }
     net.used = std::move(s);
     validate(net.chain);

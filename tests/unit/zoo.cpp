@@ -286,6 +286,54 @@ TEST_CASE("sizes are linear in the batch") {
   }
 }
 
+TEST_CASE("operator granularity: the same work, one stage per op; GPT-2 at any depth") {
+  zoo::options o;
+  o.sequence_length = 256;
+  o.batch = 2;
+  const zoo::network blocks = zoo::build("gpt2-small", o);
+  o.operators = true;
+  const zoo::network ops = zoo::build("gpt2-small", o);
+  CHECK(ops.chain.length() == 12 * 19 + 2 + 2);
+  CHECK(ops.name == "gpt2-small-b2-s256-bf16-ops");
+  CHECK(ops.stage_names[2] == "h.0.0.norm");
+  CHECK(relative_error(ops.total_flops, blocks.total_flops) < 1e-12);
+  auto forward = [](const remat::chain& c) {
+    double t = 0;
+    for (const remat::stage& s : c.stages) t += s.forward_time;
+    return t;
+  };
+  CHECK(relative_error(forward(ops.chain), forward(blocks.chain)) < 1e-12);
+  CHECK(ops.chain.input_size == blocks.chain.input_size);
+  CHECK(ops.chain.loss_time == blocks.chain.loss_time);
+  // The op stages of a block end with the block's output.
+  CHECK(ops.chain.stages[2 + 19 - 1].output_size == blocks.chain.stages[1].output_size);
+  // The residual input crosses the attention half: it is in every activation there.
+  for (std::size_t k = 2; k < 2 + 12; ++k)
+    CHECK(ops.chain.stages[k].output_size > blocks.chain.stages[0].output_size);
+  // CNNs too.
+  zoo::options cnn;
+  cnn.operators = true;
+  const zoo::network resnet = zoo::build("resnet50", cnn);
+  CHECK(resnet.chain.length() > 3 * zoo::build("resnet50").chain.length());
+
+  zoo::options deep;
+  deep.layers = 263;
+  deep.operators = true;
+  const zoo::network long_chain = zoo::build("gpt2-medium", deep);
+  CHECK(long_chain.chain.length() == 263 * 19 + 4);
+  CHECK(long_chain.name == "gpt2-medium-L263-b8-s1024-bf16-ops");
+  deep.operators = false;
+  deep.layers = 3;
+  CHECK(zoo::build("gpt2-xl", deep).chain.length() == 5);
+  deep.layers = 0;
+  CHECK_THROWS_WITH_AS(zoo::build("gpt2-xl", deep), "layers must be between 1 and 100000 (got 0)",
+                       zoo::zoo_error);
+  deep.layers = 4;
+  CHECK_THROWS_WITH_AS(zoo::build("vgg16", deep),
+                       "vgg16 is a CNN: its depth is fixed (--layers is for GPT-2)",
+                       zoo::zoo_error);
+}
+
 TEST_CASE("bad requests are zoo_errors that say what is wrong") {
   auto message = [](std::string_view model, const zoo::options& o) -> std::string {
     try {

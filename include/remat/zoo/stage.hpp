@@ -33,6 +33,7 @@
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace remat::zoo {
@@ -108,7 +109,7 @@ class stage_recorder {
   stage_recorder(const roofline& machine, size_type p, size_type input_elements,
                  size_type input_element_bytes, bool input_differentiable)
       : machine_(machine), p_(p), input_differentiable_(input_differentiable) {
-    buffers_.push_back({input_elements, input_element_bytes, true, false, no_op, no_op});
+    buffers_.push_back({input_elements, input_element_bytes, true, false, no_op, no_op, no_op});
   }
 
   [[nodiscard]] tensor input() const { return {0}; }
@@ -123,7 +124,7 @@ class stage_recorder {
                  size_type weight_elements) {
     size_type moved = add(mul(out_elements, p_), mul(weight_elements, p_));
     for (const tensor t : operands) moved = add(moved, bytes(t));
-    begin(operands, {2 * macs, to_double(moved)}, {4 * macs, 2 * to_double(moved)});
+    begin("product", operands, {2 * macs, to_double(moved)}, {4 * macs, 2 * to_double(moved)});
     for (const tensor t : operands) save(t);
     return allocate(out_elements, p_, true);
   }
@@ -132,28 +133,28 @@ class stage_recorder {
   /// input; the backward reads input and gradient twice and writes one gradient.
   tensor normalize(tensor x) {
     const double e = to_double(mul(elements(x), p_));
-    begin({x}, {0, 3 * e}, {0, 5 * e});
+    begin("norm", {x}, {0, 3 * e}, {0, 5 * e});
     save(x);
     return allocate(elements(x), p_, true);
   }
 
   /// ReLU in place (torchvision's `inplace=True`): no new buffer; saves its output.
   void relu_in_place(tensor x) {
-    unary_cost(x);
+    unary_cost("relu", x);
     save(x);
   }
 
   /// ReLU into a new buffer, differentiated from its input (which it saves), as ZOO.md's VGG
   /// accounting has it: conv output and ReLU output both kept.
   tensor relu(tensor x) {
-    unary_cost(x);
+    unary_cost("relu", x);
     save(x);
     return allocate(elements(x), p_, true);
   }
 
   /// GELU: new buffer, saves its input.
   tensor gelu(tensor x) {
-    unary_cost(x);
+    unary_cost("gelu", x);
     save(x);
     return allocate(elements(x), p_, true);
   }
@@ -161,7 +162,7 @@ class stage_recorder {
   /// Softmax (reads its input twice: max and sum, then normalize). Saves its output.
   tensor softmax(tensor x) {
     const double e = to_double(mul(elements(x), p_));
-    begin({x}, {0, 3 * e}, {0, 3 * e});
+    begin("softmax", {x}, {0, 3 * e}, {0, 3 * e});
     const tensor out = allocate(elements(x), p_, true);
     save(out);
     return out;
@@ -171,7 +172,7 @@ class stage_recorder {
   tensor dropout(tensor x) {
     const double e = to_double(elements(x));
     const double moved = e * (2 * to_double(p_) + 1);
-    begin({x}, {0, moved}, {0, moved});
+    begin("dropout", {x}, {0, moved}, {0, moved});
     const tensor out = allocate(elements(x), p_, true);
     save(allocate(elements(x), 1, false));
     return out;
@@ -180,7 +181,7 @@ class stage_recorder {
   /// An elementwise op that saves nothing (a copy, a scale, a mask), into a new buffer.
   tensor pointwise(tensor x) {
     const double e = to_double(mul(elements(x), p_));
-    begin({x}, {0, 2 * e}, {0, 2 * e});
+    begin("pointwise", {x}, {0, 2 * e}, {0, 2 * e});
     return allocate(elements(x), p_, true);
   }
 
@@ -188,14 +189,14 @@ class stage_recorder {
   /// gradient paths where they meet.
   tensor sum(tensor a, tensor b) {
     const double e = to_double(mul(elements(a), p_));
-    begin({a, b}, {0, 3 * e}, {0, 3 * e});
+    begin("add", {a, b}, {0, 3 * e}, {0, 3 * e});
     return allocate(elements(a), p_, true);
   }
 
   /// `into += other`, in place.
   void add_in_place(tensor into, tensor other) {
     const double e = to_double(mul(elements(into), p_));
-    begin({into, other}, {0, 3 * e}, {0, 3 * e});
+    begin("add", {into, other}, {0, 3 * e}, {0, 3 * e});
   }
 
   /// Max pooling to `out_elements`: saves its input and the int64 index of each maximum, as
@@ -203,7 +204,7 @@ class stage_recorder {
   tensor max_pool(tensor x, size_type out_elements) {
     const double in = to_double(bytes(x));
     const double out = to_double(mul(out_elements, add(p_, 8)));
-    begin({x}, {0, in + out}, {0, 2 * in + out});
+    begin("maxpool", {x}, {0, in + out}, {0, 2 * in + out});
     save(x);
     const tensor result = allocate(out_elements, p_, true);
     save(allocate(out_elements, 8, false));
@@ -213,14 +214,14 @@ class stage_recorder {
   /// Average pooling to `out_elements`: its backward needs only shapes, so it saves nothing.
   tensor average_pool(tensor x, size_type out_elements) {
     const double moved = to_double(add(bytes(x), mul(out_elements, p_)));
-    begin({x}, {0, moved}, {0, moved});
+    begin("avgpool", {x}, {0, moved}, {0, moved});
     return allocate(out_elements, p_, true);
   }
 
   /// Concatenation into a new buffer. Its backward hands out slices of the gradient (views).
   tensor concat(tensor a, tensor b) {
     const size_type out = add(elements(a), elements(b));
-    begin({a, b}, {0, 2 * to_double(mul(out, p_))}, {0, 0});
+    begin("concat", {a, b}, {0, 2 * to_double(mul(out, p_))}, {0, 0});
     return allocate(out, p_, true);
   }
 
@@ -230,13 +231,52 @@ class stage_recorder {
   tensor gather(tensor ids, size_type out_elements, double extra_forward_bytes,
                 double extra_backward_bytes) {
     const double out = to_double(mul(out_elements, p_));
-    begin({ids}, {0, to_double(bytes(ids)) + 2 * out + extra_forward_bytes},
+    begin("embedding", {ids}, {0, to_double(bytes(ids)) + 2 * out + extra_forward_bytes},
           {0, to_double(bytes(ids)) + out + extra_backward_bytes});
     save(ids);
     return allocate(out_elements, p_, true);
   }
 
   // ---- the stage's costs ------------------------------------------------------------------
+
+  /// One stage per op, in order, the last one's output being `output` (the operator granularity
+  /// of a profiler). A chain passes one tensor between stages, so the activation after op j is
+  /// every buffer made so far that a later op reads (a residual input, Q, K and V cross the ops
+  /// between their maker and their reader; the chain counts them in each activation, and in each
+  /// tape, they cross: more memory than the block's own stage); its tape adds what op j saves
+  /// of its own results (a dropout mask); what it saves of its inputs is in its input
+  /// activation, which the model's backward holds. Its forward overhead is what it allocates that
+  /// does not outlive it; its backward needs nothing beyond its input gradient (the model's).
+  [[nodiscard]] std::vector<std::pair<const char*, recorded_stage>> finish_operators(
+      tensor output) const {
+    auto lives_after = [&](std::size_t b, std::size_t op) {
+      const buffer& buf = buffers_[b];
+      if (b != 0 && buf.made_by > op) return false;
+      return b == output.id || (buf.last_read != no_op && buf.last_read > op);
+    };
+    std::vector<std::pair<const char*, recorded_stage>> out;
+    for (std::size_t op = 0; op < ops_.size(); ++op) {
+      recorded_stage r;
+      size_type transient = 0;
+      for (std::size_t b = 0; b < buffers_.size(); ++b) {
+        const bool made_here = b != 0 && buffers_[b].made_by == op;
+        if (lives_after(b, op)) {
+          r.costs.output_size = add(r.costs.output_size, bytes({b}));
+        } else if (made_here && buffers_[b].saved_by == op) {
+          r.costs.tape_size = add(r.costs.tape_size, bytes({b}));
+        } else if (made_here) {
+          transient = add(transient, bytes({b}));
+        }
+      }
+      r.costs.tape_size = add(r.costs.tape_size, r.costs.output_size);
+      r.costs.forward_overhead = add(transient, r.costs.tape_size - r.costs.output_size);
+      r.costs.forward_time = machine_.ms(ops_[op].forward.flops, ops_[op].forward.bytes);
+      r.costs.backward_time = machine_.ms(ops_[op].backward.flops, ops_[op].backward.bytes);
+      r.flops = ops_[op].forward.flops;
+      out.emplace_back(ops_[op].name, r);
+    }
+    return out;
+  }
 
   /// The stage whose output is `output` (see the file comment for the rules).
   [[nodiscard]] recorded_stage finish(tensor output) const {
@@ -277,8 +317,10 @@ class stage_recorder {
     bool saved = false;
     std::size_t made_by = no_op;    // the op that allocates it (no_op: the stage's input)
     std::size_t last_read = no_op;  // the last op that reads it (no_op: none)
+    std::size_t saved_by = no_op;   // the op that saves it for its backward
   };
   struct op_record {
+    const char* name;
     op_cost forward;
     op_cost backward;
   };
@@ -287,18 +329,23 @@ class stage_recorder {
     return mul(buffers_[t.id].elements, buffers_[t.id].element_bytes);
   }
 
-  void begin(std::initializer_list<tensor> reads, op_cost forward, op_cost backward) {
-    ops_.push_back({forward, backward});
+  void begin(const char* op_name, std::initializer_list<tensor> reads, op_cost forward,
+             op_cost backward) {
+    ops_.push_back({op_name, forward, backward});
     for (const tensor t : reads) buffers_[t.id].last_read = ops_.size() - 1;
   }
   tensor allocate(size_type elements, size_type element_bytes, bool differentiable) {
-    buffers_.push_back({elements, element_bytes, differentiable, false, ops_.size() - 1, no_op});
+    buffers_.push_back(
+        {elements, element_bytes, differentiable, false, ops_.size() - 1, no_op, no_op});
     return {buffers_.size() - 1};
   }
-  void save(tensor t) { buffers_[t.id].saved = true; }
-  void unary_cost(tensor x) {
+  void save(tensor t) {
+    buffers_[t.id].saved = true;
+    buffers_[t.id].saved_by = ops_.size() - 1;
+  }
+  void unary_cost(const char* op_name, tensor x) {
     const double e = to_double(mul(elements(x), p_));
-    begin({x}, {0, 2 * e}, {0, 3 * e});
+    begin(op_name, {x}, {0, 2 * e}, {0, 3 * e});
   }
 
   // The most the stage's own buffers occupy at once during a forward (its input excluded: the

@@ -128,6 +128,17 @@ TEST_CASE("remat-zoo writes the zoo's chain with its FLOPs" * doctest::skip(no_t
     o.sequence_length = 256;
     check_matches(slurp(file), remat::zoo::build("gpt2-small", o));
   }
+  SUBCASE("GPT-2 at any depth, one stage per operator") {
+    const run_result r = run({"gpt2-small", "--layers", "3", "--ops", "--seq", "128"});
+    CHECK(r.status == 0);
+    remat::zoo::options o;
+    o.layers = 3;
+    o.operators = true;
+    o.sequence_length = 128;
+    check_matches(r.out, remat::zoo::build("gpt2-small", o));
+    CHECK(run({"gpt2-small", "--layers", "0"}).status == 2);
+    CHECK(run({"resnet50", "--layers", "3"}).status == 2);
+  }
   SUBCASE("--help lists the models") {
     const run_result r = run({"--help"});
     CHECK(r.status == 0);

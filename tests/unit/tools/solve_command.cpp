@@ -113,6 +113,53 @@ TEST_CASE("run_solve: help, a result, and an error, on the given streams") {
   CHECK(err.str().starts_with("remat-solve: --budget '45XB': unknown unit 'XB'"));
 }
 
+TEST_CASE("--coarsen N|auto: fine-stage ops, and the report says what was merged") {
+  CHECK(parse({"c.json", "--budget", "1", "--coarsen", "7"}).coarsen == 7);
+  CHECK(parse({"c.json", "--budget", "1", "--coarsen=auto"}).coarsen == remat::auto_coarsening);
+  CHECK(parse({"c.json", "--budget", "1"}).coarsen == remat::no_coarsening);
+  for (const std::string_view bad : {"0", "-3", "x", "", "auto2"})
+    CHECK_THROWS_WITH_AS(parse({"c.json", "--budget", "1", "--coarsen", bad}),
+                         doctest::Contains("must be a positive integer or 'auto'"), usage_error);
+  CHECK_THROWS_WITH_AS(parse({"c.json", "--sweep", "--coarsen", "3"}),
+                       "--coarsen applies only to --budget", usage_error);
+
+  // tiny-mlp has 5 stages: 2 blocks.
+  std::ostringstream out, err;
+  const std::vector<std::string_view> json{tiny, "--budget", "45MB", "--coarsen", "2", "--json"};
+  CHECK(remat::tools::run_solve(json, out, err) == 0);
+  const nlohmann::json j = nlohmann::json::parse(out.str());
+  CHECK(j["coarse_length"] == 2);
+  CHECK(j["largest_block"] == 3);
+  std::vector<remat::op> ops;
+  for (const auto& o : j["ops"]) {
+    const auto kind = o["op"].get<std::string>();
+    for (const remat::op_kind k : {remat::op_kind::forward_none, remat::op_kind::forward_checkpoint,
+                                   remat::op_kind::forward_all, remat::op_kind::loss,
+                                   remat::op_kind::backward})
+      if (remat::name(k) == kind) ops.push_back({k, o.value("stage", 5)});
+  }
+  const remat::io::chain_file f = remat::io::read_chain_file(tiny);
+  const remat::replay_result r = remat::simulate(f.chain, std::span<const remat::op>(ops));
+  CHECK(r.fits(45000000));
+  CHECK(r.makespan == j["makespan"].get<double>());
+
+  out.str("");
+  const std::vector<std::string_view> report{tiny, "--budget", "45MB", "--coarsen", "2"};
+  CHECK(remat::tools::run_solve(report, out, err) == 0);
+  CHECK(out.str().find("coarsened  5 stages merged into 2 blocks of up to 3 stages (--coarsen 2)") !=
+        std::string::npos);
+  out.str("");
+  const std::vector<std::string_view> as_given{tiny, "--budget", "45MB", "--coarsen", "auto"};
+  CHECK(remat::tools::run_solve(as_given, out, err) == 0);
+  CHECK(out.str().find("coarsened  no: optimal accepts the chain as given (--coarsen auto)") !=
+        std::string::npos);
+  // Without --coarsen, the contract's keys only.
+  out.str("");
+  const std::vector<std::string_view> plain{tiny, "--budget", "45MB", "--json"};
+  CHECK(remat::tools::run_solve(plain, out, err) == 0);
+  CHECK(out.str().find("coarse_length") == std::string::npos);
+}
+
 TEST_CASE("run_solve: random argument lists answer 0, 1 or 2, and 2 leaves stdout empty") {
   const std::vector<std::string> pool = {tiny,
                                          "x.json",
