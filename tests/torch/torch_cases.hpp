@@ -1,0 +1,73 @@
+// The models and the plain-autograd reference the tests of remat::torch share.
+#pragma once
+
+#include <remat/torch/profile.hpp>
+
+#include <models.hpp>
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace torch_cases {
+
+struct snapshot {
+  std::vector<torch::Tensor> grads, buffers;
+  torch::Tensor input_grad;
+};
+
+inline snapshot state_of(torch::nn::Sequential& net) {
+  snapshot s;
+  for (const auto& p : net->parameters())
+    s.grads.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+  for (const auto& b : net->buffers()) s.buffers.push_back(b.clone());
+  return s;
+}
+
+inline bool same(const torch::Tensor& a, const torch::Tensor& b) {
+  if (a.defined() != b.defined()) return false;
+  return !a.defined() || torch::equal(a, b);
+}
+
+// Plain autograd: the reference every schedule must reproduce, bit for bit.
+inline snapshot reference_step(torch::nn::Sequential& net, const torch::Tensor& input,
+                        const remat::torch::loss_function& loss, std::uint64_t seed) {
+  torch::manual_seed(seed);
+  for (auto& p : net->parameters()) p.mutable_grad() = torch::zeros_like(p);
+  torch::Tensor x = input.detach();
+  if (x.is_floating_point()) x.requires_grad_(true);
+  loss(net->forward(x)).backward();
+  snapshot s = state_of(net);
+  if (x.requires_grad()) s.input_grad = x.grad().clone();
+  return s;
+}
+
+struct model_case {
+  std::string name;
+  torch::nn::Sequential net;
+  torch::Tensor input;
+  remat::torch::loss_function loss;
+};
+
+inline model_case resnet_case() {
+  torch::manual_seed(1);
+  model_case c{"resnet", models::resnet(4, 16, 10), torch::randn({4, 3, 16, 16}), {}};
+  const torch::Tensor labels = torch::randint(10, {4}, torch::kLong);
+  c.loss = [labels](const torch::Tensor& y) {
+    return torch::nn::functional::cross_entropy(y, labels);
+  };
+  return c;
+}
+
+inline model_case gpt_case() {
+  torch::manual_seed(2);
+  model_case c{"gpt", models::gpt(4, 32, 4, 64, 16, 0.1), torch::randint(64, {4, 16}, torch::kLong),
+               {}};
+  const torch::Tensor targets = torch::randint(64, {4, 16}, torch::kLong);
+  c.loss = [targets](const torch::Tensor& y) { return models::next_token_loss(y, targets); };
+  return c;
+}
+
+}  // namespace torch_cases
