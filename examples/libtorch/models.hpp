@@ -129,16 +129,37 @@ struct BlockImpl : torch::nn::Module {
     register_module("attn_dropout", attn_dropout);
     register_module("dropout", dropout);
   }
+  // One statement per op, reassigning: a C++ temporary lives to the end of its full expression,
+  // so a block written as one expression would hold every intermediate of a no-grad forward at
+  // once (the recording forward saves most of them anyway). The no-grad forward's transient is
+  // what remat's model charges every forward of the stage.
   torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor a = ln1(x);
+    a = attention(a);
+    a = proj(a);
+    a = dropout(a);
+    const torch::Tensor h = x + a;
+    a = ln2(h);
+    a = fc1(a);
+    a = torch::gelu(a);
+    a = fc2(a);
+    a = dropout(a);
+    return h + a;
+  }
+  torch::Tensor attention(const torch::Tensor& x) {
     const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2), D = C / heads;
-    const auto parts = qkv(ln1(x)).view({B, T, 3, heads, D}).permute({2, 0, 3, 1, 4});
-    const torch::Tensor q = parts[0], k = parts[1], v = parts[2];
-    torch::Tensor w = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(D));
-    const torch::Tensor mask = torch::ones({T, T}, torch::kBool).triu(1);
-    w = attn_dropout(torch::softmax(w.masked_fill(mask, -INFINITY), -1));
-    const torch::Tensor att = torch::matmul(w, v).transpose(1, 2).reshape({B, T, C});
-    const torch::Tensor h = x + dropout(proj(att));
-    return h + dropout(fc2(torch::gelu(fc1(ln2(h)))));
+    torch::Tensor w, v;
+    {
+      const torch::Tensor parts = qkv(x).view({B, T, 3, heads, D}).permute({2, 0, 3, 1, 4});
+      v = parts[2];
+      w = torch::matmul(parts[0], parts[1].transpose(-2, -1));
+    }
+    w = w / std::sqrt(static_cast<double>(D));
+    w = w.masked_fill(torch::ones({T, T}, torch::kBool).triu(1), -INFINITY);
+    w = torch::softmax(w, -1);
+    w = attn_dropout(w);
+    w = torch::matmul(w, v);
+    return w.transpose(1, 2).reshape({B, T, C});
   }
   std::int64_t heads;
   torch::nn::LayerNorm ln1, ln2;
