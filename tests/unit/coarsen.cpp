@@ -60,7 +60,8 @@ std::vector<std::int32_t> random_cuts(std::mt19937_64& rng, std::size_t L) {
   return cuts;
 }
 
-// The largest need and the sum of needs of a partition (detail::block_builder's need).
+// The largest need (detail::block_builder's) and the sum of the cut activations of a partition
+// (x[0] included).
 std::pair<size_type, double> needs(const chain& c, const std::vector<std::int32_t>& starts) {
   size_type most = 0;
   double sum = 0;
@@ -68,7 +69,7 @@ std::pair<size_type, double> needs(const chain& c, const std::vector<std::int32_
     remat::detail::block_builder builder(c, starts[b + 1]);
     while (builder.start() > starts[b]) builder.prepend();
     most = std::max(most, builder.need());
-    sum += static_cast<double>(builder.need());
+    sum += static_cast<double>(builder.input_size());
   }
   return {most, sum};
 }
@@ -147,7 +148,7 @@ TEST_CASE("one block: a chain's whole costs") {
   CHECK(cc.largest_block() == 3);
 }
 
-TEST_CASE("least-loss cuts: the least largest need, then the least sum, over blocks of <= 2L/K") {
+TEST_CASE("least-loss cuts: the least largest need, then the least cut activations, blocks <= 2L/K") {
   std::mt19937_64 rng(3);
   for (int trial = 0; trial < 400; ++trial) {
     const chain c = remat::testing::random_chain(rng, {.min_stages = 2, .max_stages = 11});

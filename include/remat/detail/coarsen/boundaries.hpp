@@ -9,10 +9,11 @@
 //      input, output gradient, whole tape and merged overhead). It bounds the coarse chain's
 //      least feasible budget from below, so this keeps the budgets the fine chain could meet
 //      within reach;
-//   2. among the partitions reaching that, the sum of the blocks' needs: each cut's activation
-//      counts in the needs of the blocks on both sides, and every overhead inflated by merging
-//      counts too, so this prefers cuts at small activations and blocks whose stages have
-//      similar transients.
+//   2. among the partitions reaching that, the sum of the activations at the cuts: the coarse
+//      chain's checkpoints can only be those, so small ones leave it the most room. (Minimising
+//      the sum of the needs instead lost up to 1.5% more makespan in
+//      benchmarks/coarsen_quality.cpp; the cut activations alone, without step 1, won on GPT-2
+//      and lost up to 2% on ResNet-50; README-coarsening.md.)
 //
 // Two exact dynamic programs over cut points (min-max, then min-sum under the bound), each
 // O(K * L * W) with W = 2 ceil(L / K) the longest block allowed, that is O(L^2) whatever K:
@@ -74,8 +75,9 @@ constexpr std::vector<std::int32_t> least_loss_starts(const chain& c, std::int32
   }
   const size_type bound = prev[at(L)];
 
-  // 2. min of the sum of needs over partitions whose blocks all need <= bound. Sums in double:
-  // they only rank partitions. Choices are kept per block count, over each one's range of ends.
+  // 2. min of the sum of cut activations over partitions whose blocks all need <= bound. Sums in
+  // double: they only rank partitions. Choices are kept per block count, over each one's range
+  // of ends. (x[0] starts every partition: a constant.)
   std::vector<double> sum_prev(at(L) + 1, std::numeric_limits<double>::infinity());
   std::vector<double> sum_cur(sum_prev.size());
   sum_prev[0] = 0;
@@ -92,7 +94,7 @@ constexpr std::vector<std::int32_t> least_loss_starts(const chain& c, std::int32
         const double before = sum_prev[at(b.start())];
         const size_type need = b.need();
         if (need > bound || !(before < std::numeric_limits<double>::infinity())) continue;
-        const double total = before + static_cast<double>(need);
+        const double total = before + static_cast<double>(b.input_size());
         if (total < sum_cur[at(e)]) {
           sum_cur[at(e)] = total;
           from[static_cast<std::size_t>(e - lo(k))] = b.start();
