@@ -44,13 +44,13 @@ enum class command : std::uint8_t { solve, sweep, info, help };
 struct solve_request {
   command what = command::solve;
   std::string chain_path;
-  size_type budget = 0;                ///< --budget, in the chain's memory units
-  std::vector<remat::solver> solvers;  ///< --solver (a list only for --sweep)
-  size_type slots = default_slots;     ///< --slots N, or exact_units for --slots exact
-  bool json = false;                   ///< --json
-  std::optional<std::int64_t> points;  ///< --points N (sweep)
-  std::optional<std::string> csv;      ///< --csv FILE (sweep)
-  std::optional<std::string> plot;     ///< --plot FILE.svg (sweep)
+  size_type budget = 0;                 ///< --budget, in the chain's memory units
+  std::vector<remat::solver> solvers;   ///< --solver (a list only for --sweep)
+  size_type slots = default_slots;      ///< --slots N, or exact_units for --slots exact
+  bool json = false;                    ///< --json
+  std::optional<std::int64_t> points;   ///< --points N (sweep)
+  std::optional<std::string> csv;       ///< --csv FILE (sweep)
+  std::optional<std::string> plot;      ///< --plot FILE.svg (sweep)
   std::size_t coarsen = no_coarsening;  ///< --coarsen N, or auto_coarsening for --coarsen auto
 };
 
@@ -273,9 +273,10 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
         *slots == "exact" ? exact_units : detail::parse_count("--slots", *slots, " or 'exact'");
   if (points) req.points = detail::parse_count("--points", *points);
   if (coarsen)
-    req.coarsen = *coarsen == "auto" ? auto_coarsening
-                                     : static_cast<std::size_t>(detail::parse_count(
-                                           "--coarsen", *coarsen, " or 'auto'"));
+    req.coarsen =
+        *coarsen == "auto"
+            ? auto_coarsening
+            : static_cast<std::size_t>(detail::parse_count("--coarsen", *coarsen, " or 'auto'"));
   if (req.csv && req.csv->empty()) throw usage_error("--csv needs a file name");
   if (req.plot && req.plot->empty()) throw usage_error("--plot needs a file name");
 
@@ -469,11 +470,12 @@ inline std::string format_report(const solve_report& rep) {
                                   ? std::string("--coarsen auto")
                                   : "--coarsen " + std::to_string(rep.coarsen);
     if (r.coarse_length == 0)
-      line("coarsened", "no: " + std::string(rep.coarsen == auto_coarsening
-                                                 ? std::string(name(rep.solver)) +
-                                                       " accepts the chain as given"
-                                                 : "the chain has no more stages than that") +
-                            " (" + asked + ")");
+      line("coarsened",
+           "no: " +
+               std::string(rep.coarsen == auto_coarsening
+                               ? std::string(name(rep.solver)) + " accepts the chain as given"
+                               : "the chain has no more stages than that") +
+               " (" + asked + ")");
     else
       line("coarsened", std::to_string(L) + " stages merged into " +
                             std::to_string(r.coarse_length) + " blocks of up to " +

@@ -39,7 +39,7 @@ class coarsen_error : public std::invalid_argument {
 
 /// A chain whose stage b is the block of stages [starts[b], starts[b + 1]) of a finer chain.
 struct coarse_chain {
-  remat::chain chain;               ///< the blocks, with merged costs
+  remat::chain chain;                ///< the blocks, with merged costs
   std::vector<std::int32_t> starts;  ///< length() + 1 entries: 0, each block's start, then L
 
   [[nodiscard]] constexpr std::size_t length() const noexcept { return chain.length(); }

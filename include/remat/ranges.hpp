@@ -61,9 +61,9 @@ inline void check_column_lengths(std::initializer_list<std::pair<const char*, st
 /// column (and the stage).
 template <ranges::forward_range Fw, ranges::forward_range Bw, ranges::forward_range Out,
           ranges::forward_range Tape, ranges::forward_range Fo, ranges::forward_range Bo>
-chain chain_from(size_type input, const Fw& fw_column, const Bw& bw_column,
-                 const Out& out_column, const Tape& tape_column, const Fo& fo_column,
-                 const Bo& bo_column, double loss = 0, size_type loss_transient = 0) {
+chain chain_from(size_type input, const Fw& fw_column, const Bw& bw_column, const Out& out_column,
+                 const Tape& tape_column, const Fo& fo_column, const Bo& bo_column, double loss = 0,
+                 size_type loss_transient = 0) {
   detail::check_column_lengths({{"forward_time", detail::column_length(fw_column)},
                                 {"backward_time", detail::column_length(bw_column)},
                                 {"output_size", detail::column_length(out_column)},
@@ -76,17 +76,15 @@ chain chain_from(size_type input, const Fw& fw_column, const Bw& bw_column,
   c.loss_overhead =
       detail::checked_size(loss_transient, chain_error::no_stage, "loss.backward_overhead");
   c.stages.reserve(detail::column_length(fw_column));
-  for (const auto& [index, s] :
-       ranges::views::enumerate(ranges::views::zip(fw_column, bw_column, out_column, tape_column,
-                                                   fo_column, bo_column))) {
+  for (const auto& [index, s] : ranges::views::enumerate(ranges::views::zip(
+           fw_column, bw_column, out_column, tape_column, fo_column, bo_column))) {
     const auto& [fw, bw, out, tape, fo, bo] = s;
     const auto k = static_cast<std::size_t>(index);
-    c.stages.push_back({detail::checked_time(fw, k, "forward_time"),
-                        detail::checked_time(bw, k, "backward_time"),
-                        detail::checked_size(out, k, "output_size"),
-                        detail::checked_size(tape, k, "tape_size"),
-                        detail::checked_size(fo, k, "forward_overhead"),
-                        detail::checked_size(bo, k, "backward_overhead")});
+    c.stages.push_back(
+        {detail::checked_time(fw, k, "forward_time"), detail::checked_time(bw, k, "backward_time"),
+         detail::checked_size(out, k, "output_size"), detail::checked_size(tape, k, "tape_size"),
+         detail::checked_size(fo, k, "forward_overhead"),
+         detail::checked_size(bo, k, "backward_overhead")});
   }
   validate(c);
   return c;
@@ -95,9 +93,8 @@ chain chain_from(size_type input, const Fw& fw_column, const Bw& bw_column,
 /// `chain_from` without overheads.
 template <ranges::forward_range Fw, ranges::forward_range Bw, ranges::forward_range Out,
           ranges::forward_range Tape>
-chain chain_from(size_type input, const Fw& fw_column, const Bw& bw_column,
-                 const Out& out_column, const Tape& tape_column, double loss = 0,
-                 size_type loss_transient = 0) {
+chain chain_from(size_type input, const Fw& fw_column, const Bw& bw_column, const Out& out_column,
+                 const Tape& tape_column, double loss = 0, size_type loss_transient = 0) {
   const auto none = ranges::views::repeat_n(size_type{0}, ranges::distance(fw_column));
   return chain_from(input, fw_column, bw_column, out_column, tape_column, none, none, loss,
                     loss_transient);
@@ -115,8 +112,9 @@ namespace views {
 
 /// The blocks of `cc`, in order: each pair of consecutive starts.
 inline auto blocks(const coarse_chain& cc) {
-  return cc.starts | ranges::views::sliding(2) |
-         ranges::views::transform([](const auto& pair) { return block{pair[0], pair[1]}; });
+  return cc.starts | ranges::views::sliding(2) | ranges::views::transform([](const auto& pair) {
+           return block{pair[0], pair[1]};
+         });
 }
 
 /// The fine-stage ops of a coarse schedule, lazily, as `remat::expand` lists them. `cc` and
@@ -127,7 +125,8 @@ auto expand(const coarse_chain& cc, const Ops& coarse_ops) {
   return ranges::views::all(coarse_ops) | ranges::views::for_each([&cc](const op o) {
            const auto fine_length = static_cast<std::int32_t>(cc.fine_length());
            const bool is_loss = o.kind == op_kind::loss;
-           const std::int32_t first = is_loss ? fine_length : cc.starts[static_cast<std::size_t>(o.stage)];
+           const std::int32_t first =
+               is_loss ? fine_length : cc.starts[static_cast<std::size_t>(o.stage)];
            const std::int32_t end =
                is_loss ? fine_length + 1 : cc.starts[static_cast<std::size_t>(o.stage) + 1];
            return ranges::views::iota(first, end) |

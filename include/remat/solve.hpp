@@ -81,9 +81,9 @@ inline solve_result expand_result(const chain& c, const coarse_chain& cc, solve_
 /// (remat::coarsen, cut by `options.coarse_boundaries`), solves the blocks, and returns the
 /// schedule expanded to the chain's own stages and replayed on them. `coarse_length` and
 /// `largest_block` say what was merged (0 when nothing was). `min_feasible_budget` is the coarse
-/// chain's. With `auto_coarsening` a coarse chain the solver still refuses (its estimate is
-/// finer than the one that chose the length) is coarsened further, up to 4 times, before the
-/// refusal is passed on.
+/// chain's. With `auto_coarsening` a chain the solver still refuses (its own estimate is not the
+/// one that chose the length) is coarsened further, by 30% up to 4 times, before the refusal is
+/// passed on.
 template <chain_like C>
 solve_result solve_coarsened(const C& chain_in, size_type budget, const solve_options& options) {
   const chain c = to_chain(chain_in);
@@ -94,18 +94,18 @@ solve_result solve_coarsened(const C& chain_in, size_type budget, const solve_op
   const bool automatic = options.coarsen == auto_coarsening;
   std::size_t blocks = automatic ? detail::auto_coarse_length(c, budget, options)
                                  : std::min(options.coarsen, c.length());
-  if (blocks == c.length()) return detail::solve_as_given(c, budget, inner);
+  // Only the DP solvers refuse long chains; the others' errors are not a length's.
+  const bool retry = automatic && detail::refuses_long_chains(options.solver);
   for (int retries = 0;; ++retries) {
-    const coarse_chain cc = coarsen(c, blocks, options.coarse_boundaries);
-    solve_result coarse;
     try {
-      coarse = detail::solve_as_given(cc.chain, budget, inner);
+      if (blocks == c.length()) return detail::solve_as_given(c, budget, inner);
+      const coarse_chain cc = coarsen(c, blocks, options.coarse_boundaries);
+      return detail::expand_result(c, cc, detail::solve_as_given(cc.chain, budget, inner),
+                                   options.solver);
     } catch (const solver_error&) {
-      if (!automatic || retries == 4 || blocks == 1) throw;
+      if (!retry || retries == 4 || blocks == 1) throw;
       blocks = std::max<std::size_t>(1, blocks * 7 / 10);
-      continue;
     }
-    return detail::expand_result(c, cc, std::move(coarse), options.solver);
   }
 }
 

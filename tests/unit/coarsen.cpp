@@ -97,12 +97,11 @@ TEST_CASE("coarse schedules expand to fine ones within the coarse peaks and time
         check_expansion(c, cc, *ops);
         ++checked;
       }
-    const size_type peak = remat::simulate(cc.chain, remat::store_all_ops(
-                                                         static_cast<std::int32_t>(cc.length())))
-                               .peak_memory;
+    const size_type peak =
+        remat::simulate(cc.chain, remat::store_all_ops(static_cast<std::int32_t>(cc.length())))
+            .peak_memory;
     const auto budget = static_cast<size_type>(uniform(rng, 0, static_cast<std::size_t>(peak)));
-    const remat::solve_result r =
-        remat::solve(cc.chain, budget, {.slots = remat::exact_units});
+    const remat::solve_result r = remat::solve(cc.chain, budget, {.slots = remat::exact_units});
     if (r.feasible) {
       check_expansion(c, cc, r.plan.ops);
       CHECK(remat::simulate(c, remat::expand(cc, r.plan.ops)).peak_memory <= budget);
@@ -119,8 +118,9 @@ TEST_CASE("coarsening to L stages is the identity") {
     const std::size_t L = c.length();
     std::vector<std::int32_t> every;
     for (std::size_t k = 1; k < L; ++k) every.push_back(static_cast<std::int32_t>(k));
-    for (const coarse_chain& cc : {remat::coarsen(c, L), remat::coarsen(c, L, remat::boundary_rule::even),
-                                   remat::coarsen(c, every)}) {
+    for (const coarse_chain& cc :
+         {remat::coarsen(c, L), remat::coarsen(c, L, remat::boundary_rule::even),
+          remat::coarsen(c, every)}) {
       REQUIRE(cc.chain == c);
       CHECK(cc.largest_block() == 1);
       const std::vector<op> all = remat::store_all_ops(static_cast<std::int32_t>(L));
@@ -148,7 +148,8 @@ TEST_CASE("one block: a chain's whole costs") {
   CHECK(cc.largest_block() == 3);
 }
 
-TEST_CASE("least-loss cuts: the least largest need, then the least cut activations, blocks <= 2L/K") {
+TEST_CASE(
+    "least-loss cuts: the least largest need, then the least cut activations, blocks <= 2L/K") {
   std::mt19937_64 rng(3);
   for (int trial = 0; trial < 400; ++trial) {
     const chain c = remat::testing::random_chain(rng, {.min_stages = 2, .max_stages = 11});
@@ -179,8 +180,8 @@ TEST_CASE("least-loss cuts: the least largest need, then the least cut activatio
     REQUIRE(cc.length() == static_cast<std::size_t>(K));
     CHECK(static_cast<std::int32_t>(cc.largest_block()) <= W);
     CHECK(needs(c, cc.starts) == best);
-    const coarse_chain even = remat::coarsen(c, static_cast<std::size_t>(K),
-                                             remat::boundary_rule::even);
+    const coarse_chain even =
+        remat::coarsen(c, static_cast<std::size_t>(K), remat::boundary_rule::even);
     CHECK(needs(c, cc.starts).first <= needs(c, even.starts).first);
   }
 }
@@ -204,12 +205,15 @@ TEST_CASE("bad requests are errors that say what is wrong") {
   CHECK(message([&] { (void)remat::coarsen(c, std::vector<std::int32_t>{0}); }) ==
         "coarsen: cuts[0] = 0 is outside 1..4 (a cut is the first stage of a block other than "
         "the first)");
-  CHECK(message([&] { (void)remat::coarsen(c, std::vector<std::int32_t>{2, 5}); }).starts_with(
-      "coarsen: cuts[1] = 5 is outside 1..4"));
-  CHECK(message([&] { (void)remat::coarsen(c, std::vector<std::int32_t>{3, 3}); }) ==
-        "coarsen: cuts must be strictly increasing (cuts[1] = 3 after 3)");
-  CHECK(message([&] { (void)remat::coarsen(c, std::vector<std::int32_t>{3, 2}); }) ==
-        "coarsen: cuts must be strictly increasing (cuts[1] = 2 after 3)");
+  CHECK(message([&] {
+          (void)remat::coarsen(c, std::vector<std::int32_t>{2, 5});
+        }).starts_with("coarsen: cuts[1] = 5 is outside 1..4"));
+  CHECK(message([&] {
+          (void)remat::coarsen(c, std::vector<std::int32_t>{3, 3});
+        }) == "coarsen: cuts must be strictly increasing (cuts[1] = 3 after 3)");
+  CHECK(message([&] {
+          (void)remat::coarsen(c, std::vector<std::int32_t>{3, 2});
+        }) == "coarsen: cuts must be strictly increasing (cuts[1] = 2 after 3)");
   const coarse_chain cc = remat::coarsen(c, 2);
   const std::vector<op> bad = {remat::f_all(2)};
   CHECK(message([&] { (void)remat::expand(cc, bad); }) ==
@@ -286,6 +290,12 @@ TEST_CASE("solve with automatic coarsening: only what the solver would refuse") 
   REQUIRE(r.feasible);
   CHECK(remat::simulate(c, r.plan).fits(budget));
   CHECK(r.plan.makespan >= plain.plan.makespan);
+  // A table limit is a limit too: 64 KiB leaves a few blocks.
+  const remat::solve_result small_table = remat::solve(
+      c, budget, {.max_table_bytes = 65536, .coarsen = remat::auto_coarsening});
+  CHECK(small_table.coarse_length > 0);
+  CHECK(small_table.coarse_length < r.coarse_length);
+  if (small_table.feasible) CHECK(remat::simulate(c, small_table.plan).fits(budget));
   // Solvers that never refuse a long chain get it as given.
   tight.solver = remat::solver::revolve;
   CHECK(remat::solve(c, budget, tight).coarse_length == 0);

@@ -44,10 +44,9 @@ TEST_CASE("chain_from: columns of any ranges, checked as a chain is") {
   };
   const std::vector<record> records = {{1, 2, 3, 4}, {2, 4, 5, 9}, {0.5, 1, 1, 1}};
   namespace rv = ranges::views;
-  const remat::chain from_records =
-      remat::chain_from(7, records | rv::transform(&record::f), records | rv::transform(&record::b),
-                        records | rv::transform(&record::o), records | rv::transform(&record::t),
-                        0.25, 2);
+  const remat::chain from_records = remat::chain_from(
+      7, records | rv::transform(&record::f), records | rv::transform(&record::b),
+      records | rv::transform(&record::o), records | rv::transform(&record::t), 0.25, 2);
   CHECK(from_records == expected);
 
   const std::vector<long> short_tape = {4, 9};
@@ -85,7 +84,8 @@ TEST_CASE("views::blocks and views::expand agree with coarse_chain and remat::ex
     CHECK(static_cast<std::size_t>(next) == L);
     CHECK(largest == cc.largest_block());
     if (const auto ops = remat::testing::random_schedule(cc.chain, rng, 300)) {
-      const std::vector<remat::op> lazy = remat::views::expand(cc, *ops) | ranges::to<std::vector>();
+      const std::vector<remat::op> lazy =
+          remat::views::expand(cc, *ops) | ranges::to<std::vector>();
       CHECK(lazy == remat::expand(cc, *ops));
     }
   }

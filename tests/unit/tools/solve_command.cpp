@@ -133,9 +133,9 @@ TEST_CASE("--coarsen N|auto: fine-stage ops, and the report says what was merged
   std::vector<remat::op> ops;
   for (const auto& o : j["ops"]) {
     const auto kind = o["op"].get<std::string>();
-    for (const remat::op_kind k : {remat::op_kind::forward_none, remat::op_kind::forward_checkpoint,
-                                   remat::op_kind::forward_all, remat::op_kind::loss,
-                                   remat::op_kind::backward})
+    for (const remat::op_kind k :
+         {remat::op_kind::forward_none, remat::op_kind::forward_checkpoint,
+          remat::op_kind::forward_all, remat::op_kind::loss, remat::op_kind::backward})
       if (remat::name(k) == kind) ops.push_back({k, o.value("stage", 5)});
   }
   const remat::io::chain_file f = remat::io::read_chain_file(tiny);
@@ -146,8 +146,9 @@ TEST_CASE("--coarsen N|auto: fine-stage ops, and the report says what was merged
   out.str("");
   const std::vector<std::string_view> report{tiny, "--budget", "45MB", "--coarsen", "2"};
   CHECK(remat::tools::run_solve(report, out, err) == 0);
-  CHECK(out.str().find("coarsened  5 stages merged into 2 blocks of up to 3 stages (--coarsen 2)") !=
-        std::string::npos);
+  CHECK(
+      out.str().find("coarsened  5 stages merged into 2 blocks of up to 3 stages (--coarsen 2)") !=
+      std::string::npos);
   out.str("");
   const std::vector<std::string_view> as_given{tiny, "--budget", "45MB", "--coarsen", "auto"};
   CHECK(remat::tools::run_solve(as_given, out, err) == 0);

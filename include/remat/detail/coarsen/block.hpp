@@ -108,10 +108,10 @@ class block_builder {
   std::int32_t end_;
   std::int32_t start_;
   size_type tape_ = 0;
-  size_type forward_first_ = lowest;  // x[s+1] + ft[s]
-  size_type backward_first_ = lowest;  // x[s+1] + bt[s] - tail(s)
-  size_type forward_inner_ = lowest;   // max x[k] + x[k+1] + ft[k] over stages k >= s
-  size_type backward_inner_ = lowest;  // max x[k] + x[k+1] + bt[k] - tail(k) over k >= s
+  size_type forward_first_ = lowest;       // x[s+1] + ft[s]
+  size_type backward_first_ = lowest;      // x[s+1] + bt[s] - tail(s)
+  size_type forward_inner_ = lowest;       // max x[k] + x[k+1] + ft[k] over stages k >= s
+  size_type backward_inner_ = lowest;      // max x[k] + x[k+1] + bt[k] - tail(k) over k >= s
   size_type forward_inner_now_ = lowest;   // the same over k > s
   size_type backward_inner_now_ = lowest;  // max over k > s, minus x[s]
   bool has_inner_ = false;

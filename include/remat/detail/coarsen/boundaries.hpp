@@ -38,8 +38,8 @@ namespace remat::detail {
 constexpr std::vector<std::int32_t> even_starts(std::int32_t L, std::int32_t K) {
   std::vector<std::int32_t> starts(static_cast<std::size_t>(K) + 1);
   for (std::int32_t b = 0; b <= K; ++b)
-    starts[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(
-        static_cast<std::int64_t>(b) * L / K);
+    starts[static_cast<std::size_t>(b)] =
+        static_cast<std::int32_t>(static_cast<std::int64_t>(b) * L / K);
   return starts;
 }
 

@@ -28,6 +28,11 @@
 
 namespace remat::detail {
 
+// The solvers that refuse chains too long for them: the DP solvers.
+constexpr bool refuses_long_chains(solver s) noexcept {
+  return s == solver::optimal || s == solver::checkpoint_only || s == solver::min_memory;
+}
+
 struct dp_cost_bound {
   double seconds = 0;
   double bytes = 0;
@@ -44,10 +49,9 @@ inline dp_cost_bound dp_cost_for_length(const chain& c, std::int32_t K, size_typ
     out.bytes = need_dp_bytes(K);
     return out;
   }
-  if (options.solver != solver::optimal && options.solver != solver::checkpoint_only) return out;
-  const dp_branches branches = options.solver == solver::optimal
-                                   ? dp_branches::tape_and_checkpoint
-                                   : dp_branches::checkpoint_only;
+  if (!refuses_long_chains(options.solver)) return out;
+  const dp_branches branches = options.solver == solver::optimal ? dp_branches::tape_and_checkpoint
+                                                                 : dp_branches::checkpoint_only;
   double total = 0;
   for (const stage& s : c.stages)
     total += static_cast<double>(s.output_size) + static_cast<double>(s.tape_size) +
@@ -61,8 +65,8 @@ inline dp_cost_bound dp_cost_for_length(const chain& c, std::int32_t K, size_typ
         options.slots == exact_units
             ? 1
             : 5 + static_cast<double>(std::bit_width(static_cast<std::uint64_t>(total)));
-    const double rate = 2 * total < 4503599627370496.0 ? need_pairs_per_second
-                                                         : exact_need_pairs_per_second;
+    const double rate =
+        2 * total < 4503599627370496.0 ? need_pairs_per_second : exact_need_pairs_per_second;
     out.seconds = runs * need_dp_pairs(K) / rate;
   }
   out.bytes = need_dp_bytes(K);
@@ -74,8 +78,7 @@ inline dp_cost_bound dp_cost_for_length(const chain& c, std::int32_t K, size_typ
   const double values = static_cast<double>(d.budget) + 1;
   const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
   const unsigned threads = std::min(dp_threads(options.threads), cores);
-  out.seconds +=
-      values * need_dp_pairs(K) / (main_triples_per_second(K, branches) * threads);
+  out.seconds += values * need_dp_pairs(K) / (main_triples_per_second(K, branches) * threads);
   out.bytes = std::max(out.bytes, 8 * values * static_cast<double>(interval_count(K)));
   return out;
 }
