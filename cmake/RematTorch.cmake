@@ -10,16 +10,36 @@ if(REMAT_TORCH)
     message(STATUS "remat::torch: libtorch not found (find_package(Torch)), skipping the libtorch "
                    "adapter, its tests and examples")
   else()
-    add_library(remat_torch INTERFACE)
-    add_library(remat::torch ALIAS remat_torch)
-    set_target_properties(remat_torch PROPERTIES EXPORT_NAME torch)
-    target_link_libraries(remat_torch INTERFACE remat torch)
-    # CUDA statistics only where libtorch has CUDA.
-    if(TARGET torch_cuda)
-      target_compile_definitions(remat_torch INTERFACE REMAT_TORCH_CUDA=1)
+    # libtorch's headers must compile in C++20 with this compiler: libtorch 1.13's do not with
+    # clang 14 (c10::IValue is used incomplete in a std::vector). Checked once, then cached.
+    include(CheckCXXSourceCompiles)
+    include(CMakePushCheckState)
+    cmake_push_check_state(RESET)
+    set(CMAKE_REQUIRED_INCLUDES ${TORCH_INCLUDE_DIRS})
+    set(CMAKE_REQUIRED_FLAGS "-std=c++20 ${TORCH_CXX_FLAGS}")
+    set(CMAKE_REQUIRED_QUIET ON)
+    set(remat_saved_try_compile_type ${CMAKE_TRY_COMPILE_TARGET_TYPE})
+    set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)  # compile only: no libtorch to link
+    check_cxx_source_compiles("#include <ATen/ATen.h>\n#include <torch/csrc/autograd/autograd.h>\nint main() {}"
+                              REMAT_TORCH_HEADERS_COMPILE)
+    cmake_pop_check_state()
+    set(CMAKE_TRY_COMPILE_TARGET_TYPE ${remat_saved_try_compile_type})
+    if(NOT REMAT_TORCH_HEADERS_COMPILE)
+      message(STATUS "remat::torch: libtorch's headers do not compile in C++20 with "
+                     "${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}, skipping the libtorch "
+                     "adapter, its tests and examples")
+    else()
+      add_library(remat_torch INTERFACE)
+      add_library(remat::torch ALIAS remat_torch)
+      set_target_properties(remat_torch PROPERTIES EXPORT_NAME torch)
+      target_link_libraries(remat_torch INTERFACE remat torch)
+      # CUDA statistics only where libtorch has CUDA.
+      if(TARGET torch_cuda)
+        target_compile_definitions(remat_torch INTERFACE REMAT_TORCH_CUDA=1)
+      endif()
+      install(TARGETS remat_torch EXPORT remat-torch-targets)
+      install(EXPORT remat-torch-targets NAMESPACE remat::
+              DESTINATION ${CMAKE_INSTALL_DATADIR}/cmake/remat)
     endif()
-    install(TARGETS remat_torch EXPORT remat-torch-targets)
-    install(EXPORT remat-torch-targets NAMESPACE remat::
-            DESTINATION ${CMAKE_INSTALL_DATADIR}/cmake/remat)
   endif()
 endif()
