@@ -49,6 +49,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace remat::zoo {
@@ -155,9 +156,9 @@ struct context {
   // The stage recorded by `rec` (a stage_recorder or a cnn_stage) ending at `out`, or its ops,
   // named `stage_name.j.op`.
   template <class Recorder, class Out>
-  void push(const std::string& stage_name, const Recorder& rec, const Out& out) const {
+  void push(std::string stage_name, const Recorder& rec, const Out& out) const {
     if (!operators) {
-      push(stage_name, rec.finish(out));
+      push(std::move(stage_name), rec.finish(out));
       return;
     }
     std::size_t j = 0;

@@ -85,7 +85,7 @@ constexpr std::vector<std::int32_t> least_loss_starts(const chain& c, std::int32
   for (std::int32_t k = 1; k <= K; ++k) {
     std::fill(sum_cur.begin(), sum_cur.end(), std::numeric_limits<double>::infinity());
     std::vector<std::int32_t>& from = choice[static_cast<std::size_t>(k)];
-    from.assign(static_cast<std::size_t>(hi(k) - lo(k) + 1), -1);
+    from.assign(static_cast<std::size_t>(hi(k) - lo(k)) + 1, -1);
     for (std::int32_t e = lo(k); e <= hi(k); ++e) {
       block_builder b(c, e);
       const std::int32_t first = std::max(k == 1 ? 0 : lo(k - 1), e - W);
