@@ -17,7 +17,7 @@
 //
 // Two exact dynamic programs over cut points (min-max, then min-sum under the bound), each
 // O(K * L * W) with W = 2 ceil(L / K) the longest block allowed, that is O(L^2) whatever K:
-// 0.1 s at 5000 stages. The length bound keeps blocks balanced in stage count too (the coarse
+// 0.3 s at 5000 stages (benchmarks/README-coarsening.md). The length bound keeps blocks balanced in stage count too (the coarse
 // solver's freedom comes from the number of boundaries, not from where the mass is).
 //
 // `even`: block b holds stages floor(b L / K) .. floor((b + 1) L / K) - 1.
