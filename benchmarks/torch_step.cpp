@@ -45,8 +45,8 @@ workload& gpt() {
   static workload w = [] {
     at::set_num_threads(1);
     torch::manual_seed(2);
-    workload r{models::gpt(6, 64, 4, 256, 64, 0.1), torch::randint(256, {8, 64}, torch::kLong),
-               {}, {}};
+    workload r{
+        models::gpt(6, 64, 4, 256, 64, 0.1), torch::randint(256, {8, 64}, torch::kLong), {}, {}};
     const torch::Tensor targets = torch::randint(256, {8, 64}, torch::kLong);
     r.loss = [targets](const torch::Tensor& y) { return models::next_token_loss(y, targets); };
     r.profile = remat::torch::profile(r.net, r.input, r.loss);
@@ -86,10 +86,10 @@ void step(benchmark::State& state, workload& (*model)(), remat::solver solver) {
   state.counters["ratio"] = measured / n / predicted;
 }
 
-#define REMAT_TORCH_STEP(model, kind)                                                    \
-  BENCHMARK_CAPTURE(step, model##_##kind, &model, remat::solver::kind)                  \
-      ->DenseRange(0, 3)                                                                 \
-      ->Unit(benchmark::kMillisecond)                                                    \
+#define REMAT_TORCH_STEP(model, kind)                                  \
+  BENCHMARK_CAPTURE(step, model##_##kind, &model, remat::solver::kind) \
+      ->DenseRange(0, 3)                                               \
+      ->Unit(benchmark::kMillisecond)                                  \
       ->MinTime(0.5)
 
 REMAT_TORCH_STEP(resnet, optimal);

@@ -51,8 +51,10 @@ workload resnet_workload() {
 
 workload gpt_workload() {
   torch::manual_seed(2);
-  workload w{"gpt-6x128-b8-s64", models::gpt(6, 128, 4, 256, 64, 0.1),
-             torch::randint(256, {8, 64}, torch::kLong), {}};
+  workload w{"gpt-6x128-b8-s64",
+             models::gpt(6, 128, 4, 256, 64, 0.1),
+             torch::randint(256, {8, 64}, torch::kLong),
+             {}};
   const torch::Tensor targets = torch::randint(256, {8, 64}, torch::kLong);
   w.loss = [targets](const torch::Tensor& y) { return models::next_token_loss(y, targets); };
   return w;
@@ -139,8 +141,7 @@ void run_model(workload w, int steps, const std::string& out_dir) {
 
   std::printf("\n%-11s %12s %15s %14s %13s %12s  %s\n", "solver", "budget MiB", "predicted MiB",
               "measured MiB", "predicted ms", "measured ms", "weights");
-  const run_result reference =
-      train(w, p, initial, remat::solver::store_all, store_all, steps);
+  const run_result reference = train(w, p, initial, remat::solver::store_all, store_all, steps);
   auto row = [&](remat::solver s, remat::size_type budget, const run_result& r) {
     if (!r.feasible) {
       std::printf("%-11s %12s  does not fit (needs %s MiB)\n", std::string(remat::name(s)).c_str(),

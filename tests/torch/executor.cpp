@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-
 using namespace torch_cases;
 
 TEST_CASE("every solver, budgets from the least feasible to store-all: autograd's gradients") {
@@ -131,9 +130,9 @@ TEST_CASE("bad input: an error that names the stage, and nothing changed") {
     CHECK(torch::equal(next_draws(), draws));
   }
   SUBCASE("a stage that is not differentiable") {
-    torch::nn::Sequential net(torch::nn::Linear(8, 8), torch::nn::Functional([](const at::Tensor& t) {
-                                return (t.detach() > 0).to(at::kFloat);
-                              }));
+    torch::nn::Sequential net(
+        torch::nn::Linear(8, 8),
+        torch::nn::Functional([](const at::Tensor& t) { return (t.detach() > 0).to(at::kFloat); }));
     const at::Tensor draws = next_draws();
     remat::torch::executor ex(net);
     CHECK_THROWS_WITH_AS(ex.step(x, sum_loss(), remat::max_size),
@@ -144,7 +143,8 @@ TEST_CASE("bad input: an error that names the stage, and nothing changed") {
     CHECK(torch::equal(next_draws(), draws));
   }
   SUBCASE("a stage that returns a view of its input") {
-    torch::nn::Sequential net(torch::nn::Linear(8, 8), torch::nn::Functional([](const at::Tensor& t) {
+    torch::nn::Sequential net(torch::nn::Linear(8, 8),
+                              torch::nn::Functional([](const at::Tensor& t) {
                                 return t.view({8, 5});
                               }));
     CHECK_THROWS_WITH_AS(remat::torch::profile(net, x, sum_loss()),
@@ -194,7 +194,8 @@ TEST_CASE("bad input: an error that names the stage, and nothing changed") {
   SUBCASE("a budget below the least feasible: a result, nothing run") {
     model_case c = resnet_case();
     remat::torch::executor ex(c.net);
-    const remat::size_type least = remat::solve(ex.profile(c.input, c.loss).chain, 0).min_feasible_budget;
+    const remat::size_type least =
+        remat::solve(ex.profile(c.input, c.loss).chain, 0).min_feasible_budget;
     const remat::torch::step_result r = ex.step(c.input, c.loss, least - 1);
     CHECK(!r.feasible);
     CHECK(r.min_feasible_budget == least);

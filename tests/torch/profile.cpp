@@ -40,7 +40,8 @@ TEST_CASE("profile: sizes identical from run to run, the model left as it was") 
       CHECK(a.recording_overheads[k] <= s.forward_overhead);
     }
     const snapshot after = state_of(c.net);
-    for (std::size_t j = 0; j < after.grads.size(); ++j) CHECK(same(after.grads[j], before.grads[j]));
+    for (std::size_t j = 0; j < after.grads.size(); ++j)
+      CHECK(same(after.grads[j], before.grads[j]));
     for (std::size_t j = 0; j < after.buffers.size(); ++j)
       CHECK(same(after.buffers[j], before.buffers[j]));
   }

@@ -33,7 +33,7 @@ inline bool same(const torch::Tensor& a, const torch::Tensor& b) {
 
 // Plain autograd: the reference every schedule must reproduce, bit for bit.
 inline snapshot reference_step(torch::nn::Sequential& net, const torch::Tensor& input,
-                        const remat::torch::loss_function& loss, std::uint64_t seed) {
+                               const remat::torch::loss_function& loss, std::uint64_t seed) {
   torch::manual_seed(seed);
   for (auto& p : net->parameters()) p.mutable_grad() = torch::zeros_like(p);
   torch::Tensor x = input.detach();
@@ -63,8 +63,8 @@ inline model_case resnet_case() {
 
 inline model_case gpt_case() {
   torch::manual_seed(2);
-  model_case c{"gpt", models::gpt(4, 32, 4, 64, 16, 0.1), torch::randint(64, {4, 16}, torch::kLong),
-               {}};
+  model_case c{
+      "gpt", models::gpt(4, 32, 4, 64, 16, 0.1), torch::randint(64, {4, 16}, torch::kLong), {}};
   const torch::Tensor targets = torch::randint(64, {4, 16}, torch::kLong);
   c.loss = [targets](const torch::Tensor& y) { return models::next_token_loss(y, targets); };
   return c;

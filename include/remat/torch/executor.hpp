@@ -74,11 +74,11 @@ struct step_result {
   /// `expected_peak`): what `measured_peak` should be. `plan.peak_memory`, the model's peak,
   /// is at least this.
   size_type expected_peak = 0;
-  double loss = 0;                    ///< the loss's value
-  size_type measured_peak = 0;        ///< the most allocated while the step ran, in bytes
-  std::vector<size_type> op_peaks;    ///< the most allocated while each op ran
-  double measured_ms = 0;             ///< wall time of the step, milliseconds
-  at::Tensor input_gradient;          ///< g_0 (undefined for an input that cannot have one)
+  double loss = 0;                  ///< the loss's value
+  size_type measured_peak = 0;      ///< the most allocated while the step ran, in bytes
+  std::vector<size_type> op_peaks;  ///< the most allocated while each op ran
+  double measured_ms = 0;           ///< wall time of the step, milliseconds
+  at::Tensor input_gradient;        ///< g_0 (undefined for an input that cannot have one)
 };
 
 class executor {

@@ -44,8 +44,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <span>
 #include <ranges>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -69,9 +69,8 @@ class model_error : public std::invalid_argument {
  public:
   static constexpr std::size_t no_stage = static_cast<std::size_t>(-1);
   model_error(std::size_t stage_index, const std::string& what)
-      : std::invalid_argument(stage_index == no_stage
-                                  ? what
-                                  : "stage " + std::to_string(stage_index) + ": " + what),
+      : std::invalid_argument(
+            stage_index == no_stage ? what : "stage " + std::to_string(stage_index) + ": " + what),
         stage_index_(stage_index) {}
   [[nodiscard]] std::size_t stage_index() const noexcept { return stage_index_; }
 
@@ -90,10 +89,14 @@ inline std::vector<stage> stages_of(const ::torch::nn::Sequential& seq) {
   return out;
 }
 
-/// The stages of a range of callables `tensor -> tensor`; module holders (`torch::nn::Linear`,
-/// a `TORCH_MODULE`) keep their module.
-template <std::ranges::input_range R>
-  requires std::invocable<std::ranges::range_reference_t<R>, const at::Tensor&>
+/// A range of callables `tensor -> tensor`.
+template <class R>
+concept stage_range =
+    std::ranges::input_range<R> && std::invocable<std::ranges::range_reference_t<R>, at::Tensor>;
+
+/// The stages of a range of callables; module holders (`torch::nn::Linear`, a `TORCH_MODULE`)
+/// keep their module.
+template <stage_range R>
 std::vector<stage> stages_of(R&& callables) {
   std::vector<stage> out;
   for (auto&& c : callables) {
@@ -107,7 +110,9 @@ std::vector<stage> stages_of(R&& callables) {
   return out;
 }
 
-inline std::vector<stage> stages_of(std::vector<stage> stages) { return stages; }
+inline std::vector<stage> stages_of(std::vector<stage> stages) {
+  return stages;
+}
 
 /// A loss: the scalar to minimize, from the last stage's output.
 using loss_function = std::function<at::Tensor(const at::Tensor&)>;
@@ -263,11 +268,10 @@ inline void check_output(std::size_t k, const at::Tensor& x, const at::Tensor& y
 
 inline void check_differentiable(std::size_t k, const at::Tensor& y) {
   if (!y.requires_grad())
-    throw model_error(k,
-                      "its output (" + to_string(tensor_shape::of(y)) +
-                          ") does not require grad when recorded: the stage is not "
-                          "differentiable (integer output, detach, or no parameters and an "
-                          "input that does not require grad)");
+    throw model_error(k, "its output (" + to_string(tensor_shape::of(y)) +
+                             ") does not require grad when recorded: the stage is not "
+                             "differentiable (integer output, detach, or no parameters and an "
+                             "input that does not require grad)");
 }
 
 inline void check_loss(const at::Tensor& l) {
@@ -376,9 +380,8 @@ profiled_chain profile(Stages&& stages, const at::Tensor& sample, const loss_fun
       l.backward();
       const double ms = detail::elapsed_ms(t0);
       if (r >= options.warmup) {
-        out.chain.loss_overhead =
-            std::max(out.chain.loss_overhead,
-                     std::max<size_type>(0, m.peak() - c0 - detail::bytes_of(a)));
+        out.chain.loss_overhead = std::max(
+            out.chain.loss_overhead, std::max<size_type>(0, m.peak() - c0 - detail::bytes_of(a)));
         lt.push_back(ms);
       }
     }
