@@ -186,6 +186,16 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("least-loss cuts: the same with the table of block needs and without it") {
+  std::mt19937_64 rng(9);
+  for (int trial = 0; trial < 300; ++trial) {
+    const chain c = remat::testing::random_chain(rng, {.min_stages = 2, .max_stages = 60});
+    const auto L = static_cast<std::int32_t>(c.length());
+    const auto K = static_cast<std::int32_t>(uniform(rng, 1, static_cast<std::size_t>(L)));
+    CHECK(remat::detail::least_loss_starts(c, K) == remat::detail::least_loss_starts(c, K, 0));
+  }
+}
+
 TEST_CASE("bad requests are errors that say what is wrong") {
   chain c;
   c.input_size = 1;
@@ -291,8 +301,8 @@ TEST_CASE("solve with automatic coarsening: only what the solver would refuse") 
   CHECK(remat::simulate(c, r.plan).fits(budget));
   CHECK(r.plan.makespan >= plain.plan.makespan);
   // A table limit is a limit too: 64 KiB leaves a few blocks.
-  const remat::solve_result small_table = remat::solve(
-      c, budget, {.max_table_bytes = 65536, .coarsen = remat::auto_coarsening});
+  const remat::solve_result small_table =
+      remat::solve(c, budget, {.max_table_bytes = 65536, .coarsen = remat::auto_coarsening});
   CHECK(small_table.coarse_length > 0);
   CHECK(small_table.coarse_length < r.coarse_length);
   if (small_table.feasible) CHECK(remat::simulate(c, small_table.plan).fits(budget));

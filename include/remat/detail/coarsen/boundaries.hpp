@@ -11,14 +11,15 @@
 //      within reach;
 //   2. among the partitions reaching that, the sum of the activations at the cuts: the coarse
 //      chain's checkpoints can only be those, so small ones leave it the most room. (Minimising
-//      the sum of the needs instead lost up to 1.5% more makespan in
+//      the sum of the needs instead lost up to 1.1 points more of makespan in
 //      benchmarks/coarsen_quality.cpp; the cut activations alone, without step 1, won on GPT-2
-//      and lost up to 2% on ResNet-50; README-coarsening.md.)
+//      and lost up to 1.7 points on ResNet-50; README-coarsening.md.)
 //
 // Two exact dynamic programs over cut points (min-max, then min-sum under the bound), each
-// O(K * L * W) with W = 2 ceil(L / K) the longest block allowed, that is O(L^2) whatever K:
-// 0.3 s at 5000 stages (benchmarks/README-coarsening.md). The length bound keeps blocks balanced in stage count too (the coarse
-// solver's freedom comes from the number of boundaries, not from where the mass is).
+// O(K * L * W) with W = 2 ceil(L / K) the longest block allowed, that is O(L^2) whatever K,
+// each step a lookup in a table of the blocks' needs: 0.1 s at 5000 stages
+// (benchmarks/README-coarsening.md). The length bound keeps blocks balanced in stage count too
+// (the coarse solver's freedom comes from the number of boundaries, not from where the mass is).
 //
 // `even`: block b holds stages floor(b L / K) .. floor((b + 1) L / K) - 1.
 #pragma once
@@ -43,9 +44,14 @@ constexpr std::vector<std::int32_t> even_starts(std::int32_t L, std::int32_t K) 
   return starts;
 }
 
+// The most entries of least_loss_starts' table of block needs: 8M, 64 MB.
+inline constexpr std::int64_t max_need_table = std::int64_t{1} << 23;
+
 // The block starts of the least-loss partition of validated chain `c` into K blocks (1 <= K <=
-// L), then L.
-constexpr std::vector<std::int32_t> least_loss_starts(const chain& c, std::int32_t K) {
+// L), then L. `max_table` caps the table of block needs (the tests lower it to check the path
+// without it).
+constexpr std::vector<std::int32_t> least_loss_starts(const chain& c, std::int32_t K,
+                                                      std::int64_t max_table = max_need_table) {
   const auto L = static_cast<std::int32_t>(c.length());
   if (K == L || K == 1) return even_starts(L, K);
   const std::int32_t W = 2 * ((L + K - 1) / K);
@@ -54,7 +60,41 @@ constexpr std::vector<std::int32_t> least_loss_starts(const chain& c, std::int32
   auto lo = [&](std::int32_t k) { return std::max(k, L - (K - k) * W); };
   auto hi = [&](std::int32_t k) { return std::min(k * W, L - (K - k)); };
   auto at = [](std::int32_t e) { return static_cast<std::size_t>(e); };
+  auto activation = [&](std::int32_t k) {
+    return k == 0 ? c.input_size : c.stages[static_cast<std::size_t>(k - 1)].output_size;
+  };
   constexpr size_type none = std::numeric_limits<size_type>::max();
+
+  // `visit(s, need)` for the blocks [s, e), s from e - 1 down to `first`. Both programs need
+  // every block of at most W stages once per block count: their needs are computed once into a
+  // table of L x W (up to max_table entries; above, with few long blocks, recomputed).
+  const bool tabled = static_cast<std::int64_t>(L) * W <= max_table;
+  std::vector<size_type> table;
+  auto cell = [&](std::int32_t s, std::int32_t e) {
+    return static_cast<std::size_t>(e - 1) * static_cast<std::size_t>(W) +
+           static_cast<std::size_t>(e - 1 - s);
+  };
+  if (tabled) {
+    table.resize(static_cast<std::size_t>(L) * static_cast<std::size_t>(W));
+    for (std::int32_t e = 1; e <= L; ++e) {
+      block_builder b(c, e);
+      while (b.start() > std::max(0, e - W)) {
+        b.prepend();
+        table[cell(b.start(), e)] = b.need();
+      }
+    }
+  }
+  auto scan = [&](std::int32_t e, std::int32_t first, auto&& visit) {
+    if (tabled) {
+      for (std::int32_t s = e - 1; s >= first; --s) visit(s, table[cell(s, e)]);
+      return;
+    }
+    block_builder b(c, e);
+    while (b.start() > first) {
+      b.prepend();
+      visit(b.start(), b.need());
+    }
+  };
 
   // 1. min over partitions of the largest need.
   std::vector<size_type> prev(at(L) + 1, none), cur(at(L) + 1, none);
@@ -62,14 +102,12 @@ constexpr std::vector<std::int32_t> least_loss_starts(const chain& c, std::int32
   for (std::int32_t k = 1; k <= K; ++k) {
     std::fill(cur.begin(), cur.end(), none);
     for (std::int32_t e = lo(k); e <= hi(k); ++e) {
-      block_builder b(c, e);
       const std::int32_t first = std::max(k == 1 ? 0 : lo(k - 1), e - W);
-      while (b.start() > first) {
-        b.prepend();
-        const size_type before = prev[at(b.start())];
-        if (before == none) continue;
-        cur[at(e)] = std::min(cur[at(e)], std::max(before, b.need()));
-      }
+      size_type& best = cur[at(e)];
+      scan(e, first, [&](std::int32_t s, size_type need) {
+        const size_type before = prev[at(s)];
+        if (before != none) best = std::min(best, std::max(before, need));
+      });
     }
     std::swap(prev, cur);
   }
@@ -87,19 +125,16 @@ constexpr std::vector<std::int32_t> least_loss_starts(const chain& c, std::int32
     std::vector<std::int32_t>& from = choice[static_cast<std::size_t>(k)];
     from.assign(static_cast<std::size_t>(hi(k) - lo(k)) + 1, -1);
     for (std::int32_t e = lo(k); e <= hi(k); ++e) {
-      block_builder b(c, e);
       const std::int32_t first = std::max(k == 1 ? 0 : lo(k - 1), e - W);
-      while (b.start() > first) {
-        b.prepend();
-        const double before = sum_prev[at(b.start())];
-        const size_type need = b.need();
-        if (need > bound || !(before < std::numeric_limits<double>::infinity())) continue;
-        const double total = before + static_cast<double>(b.input_size());
+      scan(e, first, [&](std::int32_t s, size_type need) {
+        const double before = sum_prev[at(s)];
+        if (need > bound || !(before < std::numeric_limits<double>::infinity())) return;
+        const double total = before + static_cast<double>(activation(s));
         if (total < sum_cur[at(e)]) {
           sum_cur[at(e)] = total;
-          from[static_cast<std::size_t>(e - lo(k))] = b.start();
+          from[static_cast<std::size_t>(e - lo(k))] = s;
         }
-      }
+      });
     }
     std::swap(sum_prev, sum_cur);
   }
