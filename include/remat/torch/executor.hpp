@@ -83,12 +83,11 @@ struct step_result {
 
 class executor {
  public:
-  /// `stages`: a `torch::nn::Sequential`, a range of callables, or `std::vector<stage>`.
-  template <class Stages>
-  explicit executor(Stages&& stages, executor_options options = {})
-      : stages_(stages_of(std::forward<Stages>(stages))),
-        options_(options),
-        parameters_(detail::parameters_of(stages_)) {
+  /// The stages of a `torch::nn::Sequential`; for a range of callables, see `stages_of`.
+  explicit executor(const ::torch::nn::Sequential& net, executor_options options = {})
+      : executor(stages_of(net), options) {}
+  explicit executor(std::vector<stage> stages, executor_options options = {})
+      : stages_(std::move(stages)), options_(options), parameters_(detail::parameters_of(stages_)) {
     if (stages_.empty()) throw model_error(model_error::no_stage, "no stages to run");
   }
 
@@ -236,9 +235,17 @@ class executor {
           const detail::rng_state now = detail::save_rng();
           detail::restore_rng(stage_rng[k]);
           copy_all(buffers_[k], recompute_[k]);
-          y = stages_[k].forward(x);
-          copy_all(recompute_[k], buffers_[k]);
-          detail::restore_rng(now);
+          auto put_back = [&] {
+            copy_all(recompute_[k], buffers_[k]);
+            detail::restore_rng(now);
+          };
+          try {
+            y = stages_[k].forward(x);
+          } catch (...) {
+            put_back();
+            throw;
+          }
+          put_back();
         }
         detail::check_output(k, x, y);
         if (tensor_shape::of(y) != p.outputs[k])
