@@ -103,10 +103,14 @@ bool grads_undefined(const std::vector<remat::torch::stage>& stages) {
   return true;
 }
 
-// The CPU generator's next draws, from a copy of its state: the generator itself is untouched.
+// The CPU generator's next draws; its state is put back. (Not through Generator::clone, which
+// leaks its copy in libtorch 1.13.)
 at::Tensor next_draws() {
-  at::Generator g = at::detail::getDefaultCPUGenerator().clone();
-  return at::rand({4}, g);
+  at::Generator g = at::detail::getDefaultCPUGenerator();
+  const at::Tensor state = g.get_state();
+  at::Tensor draws = at::rand({4});
+  g.set_state(state);
+  return draws;
 }
 
 }  // namespace
