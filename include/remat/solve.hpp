@@ -81,9 +81,10 @@ inline solve_result expand_result(const chain& c, const coarse_chain& cc, solve_
 /// (remat::coarsen, cut by `options.coarse_boundaries`), solves the blocks, and returns the
 /// schedule expanded to the chain's own stages and replayed on them. `coarse_length` and
 /// `largest_block` say what was merged (0 when nothing was). `min_feasible_budget` is the coarse
-/// chain's. With `auto_coarsening` a chain the solver still refuses (its own estimate is not the
-/// one that chose the length) is coarsened further, by 30% up to 4 times, before the refusal is
-/// passed on.
+/// chain's. With `auto_coarsening` the DP solvers get the chain as given first, and it is
+/// coarsened only if they refuse it, to the most blocks a closed-form bound of their estimate
+/// accepts (detail/coarsen/target.hpp); a coarse chain they still refuse is coarsened further, by
+/// 30% up to 4 times, before the refusal is passed on.
 template <chain_like C>
 solve_result solve_coarsened(const C& chain_in, size_type budget, const solve_options& options) {
   const chain c = to_chain(chain_in);
@@ -91,11 +92,19 @@ solve_result solve_coarsened(const C& chain_in, size_type budget, const solve_op
   solve_options inner = options;
   inner.coarsen = no_coarsening;
   if (options.coarsen == no_coarsening) return detail::solve_as_given(c, budget, inner);
-  const bool automatic = options.coarsen == auto_coarsening;
-  std::size_t blocks = automatic ? detail::auto_coarse_length(c, budget, options)
-                                 : std::min(options.coarsen, c.length());
-  // Only the DP solvers refuse long chains; the others' errors are not a length's.
-  const bool retry = automatic && detail::refuses_long_chains(options.solver);
+  std::size_t blocks = std::min(options.coarsen, c.length());
+  // Only the DP solvers refuse long chains: with auto, they are asked first, and coarsening
+  // follows their refusal (the other solvers' errors are not a length's).
+  const bool retry =
+      options.coarsen == auto_coarsening && detail::refuses_long_chains(options.solver);
+  if (retry) {
+    try {
+      return detail::solve_as_given(c, budget, inner);
+    } catch (const solver_error&) {
+      if (c.length() == 1) throw;
+    }
+    blocks = detail::auto_coarse_length(c, budget, options);
+  }
   for (int retries = 0;; ++retries) {
     try {
       if (blocks == c.length()) return detail::solve_as_given(c, budget, inner);
