@@ -290,8 +290,9 @@ TEST_CASE("solve with automatic coarsening: only what the solver would refuse") 
   const remat::solve_result as_given = remat::solve(c, budget, {.coarsen = remat::auto_coarsening});
   CHECK(as_given.coarse_length == 0);
   CHECK(as_given == plain);
-  // Refused as given (a limit of a millisecond): coarsened until accepted.
-  remat::solve_options tight{.max_estimated_seconds = 0.001};
+  // Refused as given (a limit of a millisecond for the DP over 500 slots): coarsened until
+  // accepted.
+  remat::solve_options tight{.slots = 500, .max_estimated_seconds = 0.001};
   CHECK_THROWS_AS((void)remat::solve(c, budget, tight), remat::solver_error);
   tight.coarsen = remat::auto_coarsening;
   const remat::solve_result r = remat::solve(c, budget, tight);
@@ -301,8 +302,8 @@ TEST_CASE("solve with automatic coarsening: only what the solver would refuse") 
   CHECK(remat::simulate(c, r.plan).fits(budget));
   CHECK(r.plan.makespan >= plain.plan.makespan);
   // A table limit is a limit too: 64 KiB leaves a few blocks.
-  const remat::solve_result small_table =
-      remat::solve(c, budget, {.max_table_bytes = 65536, .coarsen = remat::auto_coarsening});
+  const remat::solve_result small_table = remat::solve(
+      c, budget, {.slots = 500, .max_table_bytes = 65536, .coarsen = remat::auto_coarsening});
   CHECK(small_table.coarse_length > 0);
   CHECK(small_table.coarse_length < r.coarse_length);
   if (small_table.feasible) CHECK(remat::simulate(c, small_table.plan).fits(budget));
