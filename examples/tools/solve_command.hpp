@@ -85,8 +85,7 @@ inline std::string usage_text() {
       "                   optional unit B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (1024)\n";
   text += solvers + "\n";
   text += "  --slots N|exact  cut the budget into N slots and round sizes up to whole slots\n";
-  text += "                   (default " + std::to_string(default_slots) +
-          "); 'exact' uses the sizes as given\n";
+  text += "                   (Rotor's DP); 'exact' (the default) uses the sizes as given\n";
   text +=
       "  --coarsen N|auto solve on at most N blocks of consecutive stages (cut where the\n"
       "                   blocks lose least) and print the schedule on the chain's stages;\n"

@@ -69,15 +69,18 @@ inline constexpr std::size_t auto_coarsening = static_cast<std::size_t>(-1);
 /// `slots` value meaning: use the sizes as given, as integer units (no rescaling).
 inline constexpr size_type exact_units = 0;
 
-/// Slots used when none are given (the discretization of Rotor).
-inline constexpr size_type default_slots = 500;
+/// Slots used when none are given: none, the DP solvers work on the sizes as given.
+inline constexpr size_type default_slots = exact_units;
+
+/// The slots of Rotor's discretization, for comparisons (`--slots 500`).
+inline constexpr size_type rotor_slots = 500;
 
 struct solve_options {
   remat::solver solver = solver::optimal;
   /// Memory discretization for the DP solvers with a memory dimension (`optimal`,
-  /// `checkpoint-only`): the budget is cut into this many units and every size rounded up to
-  /// whole units; `exact_units` uses the sizes as given. The other solvers always use the sizes
-  /// as given.
+  /// `checkpoint-only`): `exact_units` (the default) solves on the sizes as given, every budget
+  /// at once; N cuts the budget into N units and rounds every size up to whole units (Rotor's
+  /// DP, with a table over the units). The other solvers always use the sizes as given.
   size_type slots = default_slots;
   /// The DP solvers (`optimal`, `checkpoint-only`) refuse tables larger than this (bytes),
   /// before allocating them; unset: half the physical memory (4 GiB where it cannot be read).
@@ -118,6 +121,15 @@ struct solve_result {
   std::size_t coarse_length = 0;
   /// With coarsening: the stages of the longest block.
   std::size_t largest_block = 0;
+  /// The DP solvers on exact sizes thin their frontiers (keep one point within a relative
+  /// `epsilon` of memory of another) where the exact DP would pass the limits
+  /// (`max_estimated_seconds`, `max_table_bytes`); 0 where the result is exact. The schedule is
+  /// then at least as fast as the exact optimum at budget * (1 - memory_loss), and its makespan at
+  /// most (1 + makespan_loss) times the exact optimum at this budget: bounds measured against a
+  /// second DP thinned the other way, whose values are never above exact.
+  double epsilon = 0;
+  double memory_loss = 0;
+  double makespan_loss = 0;
 
   friend constexpr bool operator==(const solve_result&, const solve_result&) = default;
 

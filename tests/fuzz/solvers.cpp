@@ -80,8 +80,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   remat::solve_options options;
   options.solver = remat::all_solvers[in.pick(std::size(remat::all_solvers))];
   options.slots = slot_choices[in.pick(std::size(slot_choices))];
-  // Exact units with sizes near 2^30 make tables of gigabytes, which the default limit (half the
-  // physical memory) allows; the fuzzer's memory is 4 GiB.
+  // Many slots make dense tables of gigabytes, which the default limit (half the physical memory)
+  // allows; the fuzzer's memory is 4 GiB.
   options.max_table_bytes = std::size_t{1} << 30;
   if (options.solver == remat::solver::exhaustive && L > 4) return 0;  // exponential
   const size_type budget = pick_budget(in, store_all_peak);

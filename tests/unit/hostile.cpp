@@ -25,7 +25,7 @@ using remat::solver;
 
 constexpr size_type two_62 = remat::max_size;
 constexpr size_type int64_max = std::numeric_limits<size_type>::max();
-constexpr size_type slot_choices[] = {remat::exact_units, 3, remat::default_slots};
+constexpr size_type slot_choices[] = {remat::exact_units, 3, remat::rotor_slots};
 
 std::int32_t length(const chain& c) {
   return static_cast<std::int32_t>(c.length());
@@ -101,7 +101,7 @@ TEST_CASE("sizes up to 2^62: every solver answers correctly, at every budget edg
     for (const size_type slots : slot_choices)
       for (const size_type budget : {size_type{0}, peak - 1, peak, two_62, int64_max})
         solve_checked(c, budget, {.solver = s, .slots = slots});
-  CHECK(solve_checked(c, int64_max, {.slots = remat::default_slots}) == outcome::schedule);
+  CHECK(solve_checked(c, int64_max, {.slots = remat::rotor_slots}) == outcome::schedule);
 }
 
 TEST_CASE("sizes whose sum passes 2^63 - 1 are refused by every solver, naming the field") {
@@ -227,7 +227,7 @@ TEST_CASE("the time limit is an option: tiny refuses, infinity turns the check o
   c.stages[5].tape_size = 7000;
   const size_type budget = store_all(c).peak_memory / 2;
   for (const solver s : {solver::optimal, solver::checkpoint_only, solver::min_memory})
-    for (const size_type slots : {remat::exact_units, remat::default_slots}) {
+    for (const size_type slots : {remat::exact_units, remat::rotor_slots}) {
       CAPTURE(remat::name(s));
       const solve_result by_default = remat::solve(c, budget, {.solver = s, .slots = slots});
       CHECK(by_default.feasible);
@@ -261,18 +261,21 @@ TEST_CASE("slots: a huge budget may lose a unit to rounding; the fastest schedul
   CHECK(solve_checked(c, 19, two_slots) == outcome::none_fits);
 }
 
-// Found by fuzz_solvers: two stages in exact units with a size near 2^30 need a DP over 10^9
-// memory units (gigabytes); the table limit refuses it before anything is allocated.
-TEST_CASE("exact units and gigabyte sizes: the table limit refuses before allocating") {
+// Found by fuzz_solvers: two stages with a size near 2^30 needed a dense DP over 10^9 memory units
+// (gigabytes) in exact units. The frontier DP holds a few points per interval whatever the sizes;
+// the dense DP with that many slots still refuses its table before allocating it.
+TEST_CASE("gigabyte sizes: exact units need no table; a dense table over the limit is refused") {
   chain c;
   // A tape twice the output: checkpointing saves memory, so the DP runs below store-all's peak.
   c.stages = {{1, 1, 1000000007, 2000000014, 0, 0}, {1, 1, 3, 3, 0, 0}};
-  const solve_options limited{.slots = remat::exact_units, .max_table_bytes = std::size_t{1} << 30};
-  // Below store-all's peak, where the DP must run (at it store-all is returned, table-free).
+  const auto limit = std::size_t{1} << 30;
   const size_type below = store_all(c).peak_memory - 1;
-  CHECK_THROWS_WITH_AS((void)remat::solve(c, below, limited), doctest::Contains("max_table_bytes"),
-                       remat::solver_error);
-  CHECK(solve_checked(c, int64_max, {.slots = remat::default_slots}) == outcome::schedule);
+  CHECK(solve_checked(c, below, {.slots = remat::exact_units, .max_table_bytes = limit}) ==
+        outcome::schedule);
+  CHECK_THROWS_WITH_AS(
+      (void)remat::solve(c, below, {.slots = below, .max_table_bytes = limit}),
+      doctest::Contains("max_table_bytes"), remat::solver_error);
+  CHECK(solve_checked(c, int64_max, {.slots = remat::rotor_slots}) == outcome::schedule);
 }
 
 // Found by fuzz_solvers (UBSan): a chain whose total memory is exactly 2^63 - 1 (a tape of 2^62,

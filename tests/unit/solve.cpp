@@ -42,16 +42,16 @@ constexpr chain constexpr_chain() {
 static_assert(remat::solve(constexpr_chain(), 1000).plan.makespan == 8);
 static_assert(remat::solve(constexpr_chain(), 1000, {.solver = solver::store_all}).feasible);
 static_assert(!remat::solve(constexpr_chain(), 0, {.slots = remat::exact_units}).feasible);
-// Three such stages, 3 slots, budget 7: sizes rounded up to the unit leave the DP nothing that
-// fits, min-memory's schedule fits (time 9), and the DP given one unit more returns a schedule
-// that fits the exact sizes in time 8 (`solve_persistent`'s search above the DP's least units).
+// Three such stages, budget 7: on the exact sizes the DP finds time 8 (min-memory's least-peak
+// schedule takes 9); with 3 slots, sizes rounded up to the unit leave nothing that fits.
 constexpr chain three_stages() {
   chain c = constexpr_chain();
   c.stages.resize(3);
   return c;
 }
 static_assert(remat::solve(three_stages(), 7, {.solver = solver::min_memory}).plan.makespan == 9);
-static_assert(remat::solve(three_stages(), 7, {.slots = 3}).plan.makespan == 8);
+static_assert(remat::solve(three_stages(), 7).plan.makespan == 8);
+static_assert(!remat::solve(three_stages(), 7, {.slots = 3}).feasible);
 
 }  // namespace
 
@@ -66,11 +66,11 @@ TEST_CASE("solver names") {
     CAPTURE(remat::name(s));
     CHECK(remat::solver_from_name(remat::name(s)) == s);
   }
-  // The default is the optimal DP with Rotor's 500 slots.
+  // The default is the optimal DP on the sizes as given.
   const solve_options o;
   CHECK(o.solver == solver::optimal);
   CHECK(o.slots == remat::default_slots);
-  CHECK(remat::default_slots == 500);
+  CHECK(remat::default_slots == remat::exact_units);
 }
 
 TEST_CASE("dispatch by options") {

@@ -183,12 +183,16 @@ TEST_CASE("checkpoint-only: from remat::solve, by name, errors, and at compile t
   try {
     // At the least budget, below checkpoint-all's peak: the DP must run.
     const size_type least = remat::solve_checkpoint_only(c, 0, exact).min_feasible_budget;
-    (void)remat::solve_checkpoint_only(c, least,
-                                       {.slots = remat::exact_units, .max_table_bytes = 1});
+    // With as many slots as units the dense DP runs on the sizes as given.
+    (void)remat::solve_checkpoint_only(c, least, {.slots = least, .max_table_bytes = 1});
     FAIL("a table over the limit must be refused");
   } catch (const remat::solver_error& e) {
     CHECK(std::string(e.what()).starts_with("checkpoint-only: the DP table"));
   }
+  // The frontier DP's memory has its limit too.
+  CHECK_THROWS_WITH_AS((void)remat::solve_checkpoint_only(c, 10, {.max_table_bytes = 1}),
+                       doctest::Contains("checkpoint-only: refused before starting"),
+                       remat::solver_error);
   static_assert([] {
     const auto r = remat::solve_checkpoint_only(homogeneous(6), 6, exact);
     return r.feasible && r.plan.makespan == 6 + 8 + 1;  // t(6, 2) = 3 * 6 - C(5, 3)

@@ -68,7 +68,7 @@ TEST_CASE("feasible exactly from its peak") {
 
 TEST_CASE("sizes as given, whatever the slots") {
   const chain c = distinct();
-  for (size_type slots : {size_type{1}, size_type{3}, remat::default_slots}) {
+  for (size_type slots : {size_type{1}, size_type{3}, remat::rotor_slots}) {
     const solve_result r = remat::solve_store_all(c, 96, {.slots = slots});
     CHECK(r.feasible);
     CHECK(r.unit == 1);

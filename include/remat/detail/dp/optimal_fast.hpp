@@ -39,8 +39,12 @@
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/detail/dp/cost.hpp>
 #include <remat/detail/dp/model.hpp>
 #include <remat/detail/dp/persistent_dp.hpp>
+#include <remat/detail/dp/reference_dp.hpp>
+#include <remat/schedule.hpp>
+#include <remat/solver_options.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -49,7 +53,9 @@
 #include <cstdint>
 #include <limits>
 #include <new>
+#include <string_view>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -1008,6 +1014,45 @@ inline fast_table optimal_dp_fast(const model& md, interval_bounds bounds, fast_
     work();
   }
   return t;
+}
+
+// The dense DP's step of a solve with slots: its makespan and schedule for (0, L, M), after the
+// limits on the table's memory (max_table_bytes) and on the time estimated for it and for the
+// least-memory DPs before it (`need_seconds`), which throw. The makespan is infinite (and no
+// schedule) where the budget is infeasible, or where every time is finite but their sum is not.
+struct dense_run {
+  double makespan = infinite_time;
+  std::vector<op> ops;
+};
+
+constexpr dense_run run_dense(const chain& c, const model& md, std::vector<size_type> need,
+                              size_type M, dp_branches branches, const solve_options& options,
+                              std::string_view solver_name, double need_seconds) {
+  dense_run run;
+  if (std::is_constant_evaluated()) {
+    const optimal_table t = optimal_dp_reference(md, M, branches);
+    run.makespan = t.value[t.at(0, md.L, M)];
+    if (run.makespan < infinite_time) run.ops = optimal_ops(md, t, 0, md.L, M);
+    return run;
+  }
+  interval_bounds bounds = make_interval_bounds(md, std::move(need), branches);
+  fast_layout layout = make_fast_layout(bounds, md.L, M);
+  const unsigned threads = dp_threads(options.threads);
+  const double bytes = fast_table_bytes(layout, md.L, M, threads);
+  const std::size_t limit = options.max_table_bytes.value_or(default_table_limit());
+  if (bytes > static_cast<double>(limit))
+    throw_table_too_large(md.L, M, bytes, limit, solver_name);
+  check_dp_seconds(solver_name, c, options.slots,
+                   need_seconds + main_dp_seconds(bounds, md.L, M, branches, threads), bytes,
+                   options, "the DP");
+  const fast_table t =
+      optimal_dp_fast(md, std::move(bounds), std::move(layout), M, branches, threads);
+  run.makespan = t.get(0, md.L, M);
+  if (run.makespan < infinite_time)
+    run.ops = persistent_ops(md, 0, md.L, M, [&](std::int32_t i, std::int32_t l, size_type m) {
+      return t.choice_at(md, i, l, m);
+    });
+  return run;
 }
 
 }  // namespace remat::detail

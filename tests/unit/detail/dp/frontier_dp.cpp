@@ -1,0 +1,181 @@
+// The frontier DP against the dense reference DP in exact units: the same value in every cell at
+// every memory, bit for bit; schedules read back at any memory replay at that value within it;
+// thinned frontiers bracket the exact ones; threads and shared intervals change nothing.
+#include <remat/detail/dp/frontier_dp.hpp>
+
+#include <remat/simulate.hpp>
+#include <remat/solvers/optimal.hpp>
+
+#include <doctest/doctest.h>
+
+#include "chain_text.hpp"
+#include "random_chain.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using remat::chain;
+using remat::size_type;
+using remat::detail::dp_branches;
+using remat::detail::frontier_options;
+using remat::detail::frontier_point;
+using remat::detail::frontier_table;
+using remat::detail::model;
+using remat::detail::optimal_table;
+using remat::detail::thinning;
+
+frontier_table frontier_of(const model& md, frontier_options o) {
+  const remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
+      md, remat::detail::persistent_need(md, o.branches), o.branches);
+  return remat::detail::frontier_dp(md, b, o);
+}
+
+// A memory past which nothing changes: everything held at once.
+size_type everything(const model& md) {
+  size_type total = 0;
+  for (const auto* v : {&md.x, &md.xb, &md.ft, &md.bt})
+    for (const size_type s : *v) total += s;
+  return total + 1;
+}
+
+// Cells (interval, m) where the frontier's value differs from the reference's.
+long differences(const model& md, const optimal_table& ref, const frontier_table& f) {
+  long bad = 0;
+  for (std::int32_t i = 0; i <= md.L; ++i)
+    for (std::int32_t l = i; l <= md.L; ++l)
+      for (size_type m = 0; m <= ref.M; ++m)
+        if (ref.value[ref.at(i, l, m)] != f.value(i, l, m)) ++bad;
+  return bad;
+}
+
+bool well_formed(const frontier_table& t) {
+  for (const auto& f : t.frontiers)
+    for (std::size_t k = 1; k < f.size(); ++k)
+      if (!(f[k - 1].m < f[k].m && f[k].t < f[k - 1].t)) return false;
+  return true;
+}
+
+// Chains with equal stages repeated (so that intervals share frontiers), or plain random ones.
+chain test_chain(std::mt19937_64& rng, const remat::testing::random_chain_options& o) {
+  chain c = remat::testing::random_chain(rng, o);
+  if (std::uniform_int_distribution<int>(0, 2)(rng) == 0 && c.length() > 2) {
+    const std::size_t period = std::uniform_int_distribution<std::size_t>(1, 2)(rng);
+    for (std::size_t k = period; k < c.length(); ++k) c.stages[k] = c.stages[k % period];
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("property: frontier values equal the dense DP's in exact units, every cell and memory") {
+  std::mt19937_64 rng(1501);
+  for (int n = 0; n < 1500; ++n) {
+    const chain c = test_chain(rng, {.min_stages = 1, .max_stages = 9});
+    CAPTURE(remat::testing::chain_text(c));
+    const model md = remat::detail::make_model(c, 1);
+    for (const dp_branches branches :
+         {dp_branches::tape_and_checkpoint, dp_branches::checkpoint_only}) {
+      CAPTURE(static_cast<int>(branches));
+      const size_type M = everything(md);
+      const optimal_table ref = remat::detail::optimal_dp_reference(md, M, branches);
+      const frontier_table f = frontier_of(md, {.branches = branches});
+      REQUIRE(well_formed(f));
+      REQUIRE(differences(md, ref, f) == 0);
+    }
+  }
+}
+
+TEST_CASE("property: a schedule read back at any memory replays at its value, within it") {
+  std::mt19937_64 rng(1502);
+  for (int n = 0; n < 400; ++n) {
+    const chain c = test_chain(rng, {.min_stages = 1, .max_stages = 12});
+    CAPTURE(remat::testing::chain_text(c));
+    const model md = remat::detail::make_model(c, 1);
+    const frontier_table f = frontier_of(md, {});
+    const std::vector<frontier_point>& root = f.root();
+    REQUIRE(!root.empty());
+    // At every breakpoint and one unit below the next (the far end of its step).
+    for (std::size_t k = 0; k < root.size(); ++k) {
+      for (const size_type m : {root[k].m, k + 1 < root.size() ? root[k + 1].m - 1 : root[k].m}) {
+        const std::vector<remat::op> ops = remat::detail::frontier_ops(md, f, 0, md.L, m);
+        const remat::replay_result r = remat::simulate(remat::detail::to_chain(md), ops);
+        REQUIRE(r.valid());
+        CHECK(r.peak_memory <= md.x[0] + m);
+        CHECK(r.makespan == root[k].t);
+      }
+    }
+  }
+}
+
+TEST_CASE("frontier: one thread or several, the same frontiers") {
+  std::mt19937_64 rng(1503);
+  for (int n = 0; n < 20; ++n) {
+    const chain c = test_chain(rng, {.min_stages = 20, .max_stages = 40, .max_size = 30});
+    const model md = remat::detail::make_model(c, 1);
+    const frontier_table one = frontier_of(md, {});
+    const frontier_table three = frontier_of(md, {.threads = 3});
+    for (std::int32_t i = 0; i <= md.L; ++i)
+      for (std::int32_t l = i; l <= md.L; ++l) {
+        const auto& a = one.of(i, l);
+        const auto& b = three.of(i, l);
+        REQUIRE(a.size() == b.size());
+        for (std::size_t k = 0; k < a.size(); ++k)
+          REQUIRE((a[k].m == b[k].m && a[k].t == b[k].t && a[k].choice == b[k].choice));
+      }
+  }
+}
+
+TEST_CASE("frontier: intervals of equal stages share one frontier") {
+  chain c;
+  c.input_size = 2;
+  for (int k = 0; k < 30; ++k) c.stages.push_back({1, 2, 3, 5, 1, 2});
+  c.loss_time = 1;
+  const model md = remat::detail::make_model(c, 1);
+  const frontier_table f = frontier_of(md, {});
+  // Per length, one class for intervals away from the ends, one for those starting at 0 (the
+  // input's size differs), one for those ending at the loss, and one for both.
+  CHECK(f.frontiers.size() <= 4 * 31);
+  CHECK(f.of(3, 10).data() == f.of(5, 12).data());
+  CHECK(f.of(3, 10).data() != f.of(0, 7).data());
+}
+
+TEST_CASE("property: thinned frontiers bracket the exact one, within epsilon of memory") {
+  std::mt19937_64 rng(1504);
+  for (int n = 0; n < 300; ++n) {
+    const chain c = test_chain(rng, {.min_stages = 5, .max_stages = 14, .max_size = 1000});
+    CAPTURE(remat::testing::chain_text(c));
+    const model md = remat::detail::make_model(c, 1);
+    const double eps = std::uniform_real_distribution<double>(0.001, 0.2)(rng);
+    CAPTURE(eps);
+    const frontier_table exact = frontier_of(md, {});
+    const frontier_table up = frontier_of(md, {.epsilon = eps, .side = thinning::pessimistic});
+    const frontier_table down = frontier_of(md, {.epsilon = eps, .side = thinning::optimistic});
+    REQUIRE(well_formed(up));
+    REQUIRE(well_formed(down));
+    // Both keep the least budget and the fastest schedule's.
+    CHECK(up.root().front().m == exact.root().front().m);
+    CHECK(down.root().front().m == exact.root().front().m);
+    CHECK(up.root().back().t == exact.root().back().t);
+    for (const frontier_point& p : exact.root())
+      for (const size_type m : {p.m, p.m + 1, p.m + p.m / 50}) {
+        const double e = exact.value(0, md.L, m);
+        CHECK(up.value(0, md.L, m) >= e);
+        CHECK(down.value(0, md.L, m) <= e);
+        // The pessimistic schedule fits m, between the exact value and the thinned one (its
+        // sub-intervals read back at the true memory can do better than the dropped points).
+        const remat::detail::frontier_point* q = up.at(0, md.L, m);
+        if (q == nullptr) continue;
+        const remat::replay_result r = remat::simulate(
+            remat::detail::to_chain(md), remat::detail::frontier_ops(md, up, 0, md.L, m));
+        CHECK(r.peak_memory <= md.x[0] + m);
+        CHECK(r.makespan <= q->t);
+        CHECK(r.makespan >= e);
+      }
+  }
+}
