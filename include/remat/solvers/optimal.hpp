@@ -84,22 +84,42 @@ constexpr frontier_table frontier_within_limits(const chain& c, const model& md,
   double seconds = 20 * intervals / frontier_work_per_second;
   if (fixed_bytes > static_cast<double>(byte_limit) || seconds > options.max_estimated_seconds)
     refuse_frontier(name(which), c, seconds, fixed_bytes, options, byte_limit);
+  double spent = seconds;  // the classes', then each stopped attempt's
+  double projected_seconds = seconds;
   double projected_bytes = fixed_bytes;
   for (const double eps : thinning_steps) {
     fo.epsilon = eps;
-    fo.max_work = (options.max_estimated_seconds - seconds) * rate;
+    fo.max_work = (options.max_estimated_seconds - spent) * rate;
     fo.max_points = (static_cast<double>(byte_limit) - fixed_bytes) / frontier_point_bytes;
     frontier_table t = frontier_dp(md, bounds, fo);
     if (t.complete) {
       epsilon = eps;
       return t;
     }
-    seconds += t.work / rate;
-    projected_bytes = std::max(projected_bytes, fixed_bytes + t.projected_points * frontier_point_bytes);
-    if (eps == 0) seconds = std::max(seconds, t.projected_work / rate);
+    spent += t.work / rate;
+    projected_seconds = spent + (t.projected_work - t.work) / rate;
+    projected_bytes = fixed_bytes + t.projected_points * frontier_point_bytes;
   }
-  refuse_frontier(name(which), c, seconds, projected_bytes, options, byte_limit);
+  refuse_frontier(name(which), c, projected_seconds, projected_bytes, options, byte_limit);
   return {};
+}
+
+// The frontier DP of a chain on its own sizes, within the limits of `options`.
+struct exact_frontier {
+  model md;
+  interval_bounds bounds;
+  frontier_table table;
+  double epsilon = 0;  // the thinning it took (0: exact)
+};
+
+constexpr exact_frontier solve_frontier(const chain& c, const solve_options& options, solver which,
+                                        dp_branches branches) {
+  exact_frontier f;
+  f.md = make_model(c, 1);
+  // Only chains whose sums round read the intervals' store and S (and not their need).
+  if (!f.md.exact_sums) f.bounds = make_interval_bounds(f.md, {}, branches);
+  f.table = frontier_within_limits(c, f.md, f.bounds, options, which, branches, f.epsilon);
+  return f;
 }
 
 // The exact solve: the frontier DP on the chain's own sizes (thinned where the limits say), the
@@ -107,13 +127,11 @@ constexpr frontier_table frontier_within_limits(const chain& c, const model& md,
 constexpr solve_result solve_exact(const chain& c, size_type budget, const solve_options& options,
                                    solver which, dp_branches branches) {
   if (budget < 0) throw_solver_error("the budget must be >= 0");
-  const model md = make_model(c, 1);
-  // Only chains whose sums round read the intervals' store and S (and not their need).
-  interval_bounds bounds;
-  if (!md.exact_sums) bounds = make_interval_bounds(md, {}, branches);
-  double epsilon = 0;
-  const frontier_table t =
-      frontier_within_limits(c, md, bounds, options, which, branches, epsilon);
+  const exact_frontier f = solve_frontier(c, options, which, branches);
+  const model& md = f.md;
+  const interval_bounds& bounds = f.bounds;
+  const frontier_table& t = f.table;
+  const double epsilon = f.epsilon;
   solve_result out;
   out.budget = budget;
   out.epsilon = epsilon;

@@ -68,6 +68,8 @@ struct frontier_options {
   // work`) or its points, done or projected from the diagonals done, pass these.
   double max_work = std::numeric_limits<double>::infinity();
   double max_points = std::numeric_limits<double>::infinity();
+  // False: the limits stop the DP on what is done only (a probe, `remat::estimate_solve`).
+  bool stop_on_projection = true;
 };
 
 // Every interval's frontier; intervals of the same content share one.
@@ -389,8 +391,11 @@ struct plan {
         t.projected_points += n * q * std::pow(r, pp);
       }
     }
-    t.complete = t.projected_work <= o.max_work && t.projected_points <= o.max_points;
-    return t.complete;
+    const bool within = o.stop_on_projection
+                            ? t.projected_work <= o.max_work && t.projected_points <= o.max_points
+                            : t.work <= o.max_work && t.points_done <= o.max_points;
+    t.complete = within && d == L;
+    return within;
   }
 };
 
