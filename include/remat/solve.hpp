@@ -83,8 +83,8 @@ inline solve_result expand_result(const chain& c, const coarse_chain& cc, solve_
 /// `largest_block` say what was merged (0 when nothing was). `min_feasible_budget` is the coarse
 /// chain's. With `auto_coarsening` the DP solvers get the chain as given first, and it is
 /// coarsened only if they refuse it, to the most blocks a closed-form bound of their estimate
-/// accepts (detail/coarsen/target.hpp); a coarse chain they still refuse is coarsened further, by
-/// 30% up to 4 times, before the refusal is passed on.
+/// accepts (detail/coarsen/target.hpp); a coarse chain they still refuse is halved, up to 6
+/// times, before the refusal is passed on.
 template <chain_like C>
 solve_result solve_coarsened(const C& chain_in, size_type budget, const solve_options& options) {
   const chain c = to_chain(chain_in);
@@ -112,8 +112,8 @@ solve_result solve_coarsened(const C& chain_in, size_type budget, const solve_op
       return detail::expand_result(c, cc, detail::solve_as_given(cc.chain, budget, inner),
                                    options.solver);
     } catch (const solver_error&) {
-      if (!retry || retries == 4 || blocks == 1) throw;
-      blocks = std::max<std::size_t>(1, blocks * 7 / 10);
+      if (!retry || retries == 6 || blocks == 1) throw;
+      blocks = std::max<std::size_t>(1, blocks / 2);
     }
   }
 }

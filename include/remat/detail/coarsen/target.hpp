@@ -16,10 +16,12 @@
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/coarsen.hpp>
 #include <remat/detail/dp/cost.hpp>
 #include <remat/detail/dp/discretize.hpp>
 #include <remat/detail/dp/optimal_fast.hpp>
 #include <remat/detail/dp/persistent_dp.hpp>
+#include <remat/estimate.hpp>
 #include <remat/solver_options.hpp>
 
 #include <algorithm>
@@ -84,12 +86,22 @@ inline bool within_limits(const dp_cost_bound& cost, const solve_options& option
 
 // The number of blocks to solve `c` on at `budget` once the solver has refused it as given: the
 // most, below its length and at least 1, whose bound passes the limits.
+// On exact sizes `optimal` and `checkpoint-only` run the frontier DP, whose cost does not follow
+// from the length: there each candidate is asked of `remat::estimate_solve` (a short probe of the
+// DP on the chain cut evenly into that many blocks: about 50 ms each, a dozen of them).
 inline std::size_t auto_coarse_length(const chain& c, size_type budget,
                                       const solve_options& options) {
-  std::int32_t lo = 1, hi = static_cast<std::int32_t>(c.length());  // lo fits (or is 1), hi not
+  const bool frontier = options.slots == exact_units && (options.solver == solver::optimal ||
+                                                         options.solver == solver::checkpoint_only);
+  const auto L = static_cast<std::int32_t>(c.length());
+  auto fits = [&](std::int32_t K) {
+    if (!frontier) return within_limits(dp_cost_for_length(c, K, budget, options), options);
+    return estimate_solve(merge_blocks(c, even_starts(L, K)).chain, options).exact_within_limits;
+  };
+  std::int32_t lo = 1, hi = L;  // lo fits (or is 1), hi does not
   while (hi - lo > 1) {
     const std::int32_t mid = lo + (hi - lo) / 2;
-    (within_limits(dp_cost_for_length(c, mid, budget, options), options) ? lo : hi) = mid;
+    (fits(mid) ? lo : hi) = mid;
   }
   return static_cast<std::size_t>(lo);
 }
