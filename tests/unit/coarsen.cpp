@@ -286,8 +286,9 @@ TEST_CASE("solve with automatic coarsening: only what the solver would refuse") 
   const size_type peak = remat::simulate(c, remat::store_all_ops(300)).peak_memory;
   const size_type budget = peak / 2;
   // Accepted as given: the result of the plain solve.
-  const remat::solve_result plain = remat::solve(c, budget);
-  const remat::solve_result as_given = remat::solve(c, budget, {.coarsen = remat::auto_coarsening});
+  const remat::solve_result plain = remat::solve(c, budget, {.slots = 500});
+  const remat::solve_result as_given =
+      remat::solve(c, budget, {.slots = 500, .coarsen = remat::auto_coarsening});
   CHECK(as_given.coarse_length == 0);
   CHECK(as_given == plain);
   // Refused as given (a limit of a millisecond for the DP over 500 slots): coarsened until
