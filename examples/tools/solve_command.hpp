@@ -7,6 +7,7 @@
 #include <remat/io/chain_json.hpp>
 #include <remat/solve.hpp>
 #include <remat/sweep.hpp>
+#include <remat/trade_off.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -38,7 +39,7 @@ class usage_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class command : std::uint8_t { solve, sweep, info, help };
+enum class command : std::uint8_t { solve, sweep, info, frontier, help };
 
 /// What the command line asks for.
 struct solve_request {
@@ -76,6 +77,7 @@ inline std::string usage_text() {
       "       remat-solve CHAIN.json --sweep [--points N] [--solver NAME,...] [--csv FILE]"
       " [--plot FILE.svg]\n"
       "       remat-solve CHAIN.json --info\n"
+      "       remat-solve CHAIN.json --frontier [--solver NAME] [--json]\n"
       "\n"
       "Finds the fastest schedule of forward, recompute and backward operations for the chain\n"
       "in CHAIN.json (format: docs/chain-format.md) that fits a memory budget.\n"
@@ -185,7 +187,7 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
   std::vector<std::string_view> positional;
   std::vector<std::string_view> seen;
   std::optional<std::string_view> budget, solver_list, slots, points, coarsen;
-  bool sweep = false, info = false, options_done = false;
+  bool sweep = false, info = false, frontier = false, options_done = false;
 
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view arg = args[i];
@@ -230,6 +232,8 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
       flag(sweep);
     } else if (option == "--info") {
       flag(info);
+    } else if (option == "--frontier") {
+      flag(frontier);
     } else if (option == "--points") {
       points = value();
     } else if (option == "--coarsen") {
@@ -250,10 +254,13 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
   req.chain_path = std::string(positional[0]);
   if (req.chain_path.empty()) throw usage_error("the chain file name is empty");
 
-  const int modes = (budget ? 1 : 0) + (sweep ? 1 : 0) + (info ? 1 : 0);
+  const int modes = (budget ? 1 : 0) + (sweep ? 1 : 0) + (info ? 1 : 0) + (frontier ? 1 : 0);
   if (modes == 0) throw usage_error("missing --budget SIZE (or --sweep, or --info)");
-  if (modes > 1) throw usage_error("--budget, --sweep and --info exclude each other");
-  req.what = budget ? command::solve : sweep ? command::sweep : command::info;
+  if (modes > 1) throw usage_error("--budget, --sweep, --info and --frontier exclude each other");
+  req.what = budget  ? command::solve
+             : sweep ? command::sweep
+             : info  ? command::info
+                     : command::frontier;
 
   if (budget) req.budget = parse_size(*budget);
   if (solver_list) {
@@ -350,6 +357,12 @@ inline std::string format_json(const solve_report& rep) {
     ops.push_back(std::move(jo));
   }
   j["ops"] = std::move(ops);
+  // Only where the frontiers were thinned, after the contract's keys: the bounds of the loss.
+  if (r.epsilon > 0) {
+    j["epsilon"] = r.epsilon;
+    j["memory_loss"] = r.memory_loss;
+    j["makespan_loss"] = r.makespan_loss;
+  }
   // With --coarsen only, after the contract's keys: the blocks solved (0: none were merged).
   if (rep.coarsen != no_coarsening) {
     j["coarse_length"] = r.coarse_length;
@@ -462,6 +475,13 @@ inline std::string format_report(const solve_report& rep) {
                    ": sizes rounded up to multiples of " + format_memory(r.unit, mu);
   else
     solver_text += ", exact sizes";
+  if (r.epsilon > 0) {
+    char bound[160];
+    std::snprintf(bound, sizeof bound,
+                  " (frontiers thinned: within %.2g%% of memory and %.2g%% of makespan of exact)",
+                  100 * r.memory_loss, 100 * r.makespan_loss);
+    solver_text += bound;
+  }
   line("solver", solver_text);
   line("budget", format_memory(r.budget, mu));
   if (rep.coarsen != no_coarsening) {
@@ -908,6 +928,38 @@ inline std::string run_sweep(const io::chain_file& file, const solve_request& re
   return format_sweep(file, s, req.slots);
 }
 
+/// `--frontier`: the curve of `remat::trade_off`, one point per line (budget, makespan), or with
+/// `--json` one object `{"solver", "epsilon", "points": [{"budget", "makespan"}, ...]}`.
+inline std::string format_frontier(const io::chain_file& file, const solve_request& req) {
+  const solver which = req.solvers.empty() ? solver::optimal : req.solvers.front();
+  const trade_off_result curve = trade_off(file.chain, {.solver = which, .threads = 0});
+  if (req.json) {
+    nlohmann::ordered_json j;
+    j["solver"] = std::string(name(which));
+    j["epsilon"] = curve.epsilon;
+    nlohmann::ordered_json points = nlohmann::ordered_json::array();
+    for (const trade_off_point& p : curve.points)
+      points.push_back({{"budget", p.budget}, {"makespan", p.makespan}});
+    j["points"] = std::move(points);
+    return j.dump() + '\n';
+  }
+  std::string text = "chain      " + file.name + " (" + std::to_string(file.chain.length()) +
+                     " stages)\nsolver     " + std::string(name(which)) + ", " +
+                     std::to_string(curve.points.size()) + " points";
+  if (curve.epsilon > 0) {
+    char eps[64];
+    std::snprintf(eps, sizeof eps, ", frontiers thinned within %.2g%% of memory", 100 * curve.epsilon);
+    text += eps;
+  }
+  text += "\n\n        budget        makespan\n";
+  for (const trade_off_point& p : curve.points) {
+    char line[96];
+    std::snprintf(line, sizeof line, "%14lld  %14.6g\n", static_cast<long long>(p.budget), p.makespan);
+    text += line;
+  }
+  return text;
+}
+
 /// Runs `remat-solve` with `args` (without the program name). Writes the result to `out` only
 /// when it succeeds (exit 0 or 1); every problem goes to `err` with exit status 2. With
 /// `show_progress` (stderr is a terminal), a sweep longer than a second reports progress on `err`.
@@ -928,6 +980,10 @@ inline int run_solve(std::span<const std::string_view> args, std::ostream& out, 
     }
     if (req.what == command::sweep) {
       out << run_sweep(file, req, err, show_progress);
+      return found;
+    }
+    if (req.what == command::frontier) {
+      out << format_frontier(file, req);
       return found;
     }
     const solve_report rep = compute_report(file, req);

@@ -325,7 +325,7 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
                       "--slots 'many': must be a positive integer or 'exact'");
     check_usage_error({tiny, "--budget", "5", "--json=yes"}, "--json takes no value");
     check_usage_error({tiny, "--budget", "5", "--sweep"},
-                      "--budget, --sweep and --info exclude each other");
+                      "--budget, --sweep, --info and --frontier exclude each other");
     check_usage_error({tiny, "--budget", "5", "--points", "10"},
                       "--points applies only to --sweep");
     check_usage_error({tiny, "--budget", "5", "--csv", "out.csv"}, "--csv applies only to --sweep");
@@ -562,6 +562,19 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     // On the exact sizes (the default) the same request is easy: frontiers, no table.
     CHECK(run({petabyte, "--budget", "10000000000000000"}).status == 0);
     CHECK(run({petabyte, "--budget", "10000000000000000", "--slots", "500"}).status == 0);
+  }
+
+  TEST_CASE("--frontier --json: every point of the curve, the first the least budget") {
+    const run_result r = run({tiny, "--frontier", "--json"});
+    CHECK(r.status == 0);
+    CHECK(r.err.empty());
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["solver"] == "optimal");
+    CHECK(j["epsilon"] == 0.0);
+    REQUIRE(j["points"].size() == 5);
+    CHECK(j["points"][0]["budget"] == 40000000);
+    CHECK(j["points"][4]["makespan"] == 12.875);
+    CHECK(run({tiny, "--frontier", "--solver", "revolve"}).status == 2);
   }
 
   TEST_CASE("unreadable files: exit 2 naming the file") {

@@ -246,3 +246,12 @@ TEST_CASE("stage_requirement (--info): no schedule at all fits below it, and sto
     }
   }
 }
+
+TEST_CASE("--frontier: the curve of trade_off, text and JSON") {
+  const std::string_view args[] = {"chain.json", "--frontier", "--json"};
+  const remat::tools::solve_request req = parse_arguments(args);
+  CHECK(req.what == remat::tools::command::frontier);
+  CHECK(req.json);
+  const std::string_view both[] = {"chain.json", "--frontier", "--info"};
+  CHECK_THROWS_AS((void)parse_arguments(both), remat::tools::usage_error);
+}

@@ -133,26 +133,29 @@ constexpr std::vector<std::int32_t> interval_classes(const model& md, std::int32
       return bw < o.bw;
     }
   };
-  std::vector<std::pair<token, std::int32_t>> tokens(n);
+  std::vector<std::pair<token, std::int32_t>> tokens;
+  tokens.reserve(n);
   for (std::size_t k = 0; k < n; ++k) {
     const bool loss = k == n - 1;
-    tokens[k] = {{md.x[k], loss ? 0 : md.x[k + 1], loss ? 0 : md.xb[k + 1], md.ft[k], md.bt[k],
+    tokens.push_back({{md.x[k], loss ? 0 : md.x[k + 1], loss ? 0 : md.xb[k + 1], md.ft[k], md.bt[k],
                   md.fw[k], md.bw[k], loss},
-                 static_cast<std::int32_t>(k)};
+                 static_cast<std::int32_t>(k)});
   }
   std::sort(tokens.begin(), tokens.end(), [](const auto& a, const auto& b) {
     if (a.first < b.first) return true;
     if (b.first < a.first) return false;
     return a.second < b.second;
   });
-  std::vector<std::int32_t> tok(n);
+  std::vector<std::int32_t> tok;
+  tok.assign(n, 0);
   std::int32_t next = 0;
   for (std::size_t k = 0; k < n; ++k) {
     if (k > 0 && tokens[k - 1].first < tokens[k].first) ++next;
     tok[static_cast<std::size_t>(tokens[k].second)] = next;
   }
   ++next;
-  std::vector<std::int32_t> kind(interval_count(L));
+  std::vector<std::int32_t> kind;
+  kind.assign(interval_count(L), 0);
   for (std::int32_t i = 0; i <= L; ++i)
     kind[interval_index(L, i, i)] = tok[static_cast<std::size_t>(i)];
   std::vector<std::pair<std::pair<std::int32_t, std::int32_t>, std::int32_t>> keys;
@@ -405,7 +408,8 @@ constexpr plan make_plan(const frontier_table& t) {
   p.todo.resize(n);
   p.work.assign(n, 0);
   p.points.assign(n, 0);
-  std::vector<char> seen(t.frontiers.size(), 0);
+  std::vector<char> seen;
+  seen.assign(t.frontiers.size(), 0);
   for (std::int32_t d = 0; d <= t.L; ++d)
     for (std::int32_t i = 0; i + d <= t.L; ++i) {
       const auto k = static_cast<std::size_t>(t.kind[interval_index(t.L, i, i + d)]);
@@ -481,7 +485,8 @@ constexpr frontier_table frontier_dp(const model& md, const interval_bounds& bou
     t.projected_work = least;
     return t;
   }
-  const unsigned workers = std::is_constant_evaluated() ? 1U : std::max(1U, o.threads);
+  unsigned workers = 1;
+  if (!std::is_constant_evaluated()) workers = std::max(1U, o.threads);
   if (workers > 1 && md.L > 0) return frontier::threaded(md, bounds, o, std::move(t), p, workers);
   frontier::scratch s;
   for (std::int32_t d = 0; d <= md.L; ++d) {
