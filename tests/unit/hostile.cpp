@@ -104,6 +104,24 @@ TEST_CASE("sizes up to 2^62: every solver answers correctly, at every budget edg
   CHECK(solve_checked(c, int64_max, {.slots = remat::rotor_slots}) == outcome::schedule);
 }
 
+TEST_CASE("sizes near 2^63: where store-all fits exactly, the exact optimal returns it") {
+  // Found by fuzz_solvers: store-all peaks at 2^63 - 1 in the loss (a tape of 2^62 held, a loss
+  // overhead of 2^62 - 1); the exact DP's saturated sums missed it and returned a recomputing
+  // schedule, slower than storing everything.
+  chain c;
+  c.stages = {{3, 3.5, 0, two_62, 0, 0}};
+  c.loss_time = 4;
+  c.loss_overhead = two_62 - 1;
+  remat::validate(c);
+  const remat::replay_result all = store_all(c);
+  REQUIRE(all.peak_memory == int64_max);
+  const solve_result r = remat::solve(c, int64_max);
+  REQUIRE(r.feasible);
+  CHECK(r.plan.ops == remat::store_all_ops(1));
+  CHECK(r.plan.makespan == all.makespan);
+  CHECK(r.min_feasible_budget <= two_62);
+}
+
 TEST_CASE("sizes whose sum passes 2^63 - 1 are refused by every solver, naming the field") {
   chain c = uniform_chain(3, two_62, 1);
   c.stages[0].output_size = two_62 / 4;

@@ -137,6 +137,24 @@ constexpr solve_result solve_exact(const chain& c, size_type budget, const solve
   out.epsilon = epsilon;
   const std::vector<frontier_point>& root = t.root();
   out.min_feasible_budget = root.empty() ? solve_result::no_budget : md.x[0] + root.front().m;
+  // The fastest schedule of all (store-all with the tape branch, checkpoint-all without it) is
+  // the answer wherever its peak fits, whatever the frontier says there: at sizes whose sums pass
+  // 2^62 the DP's arithmetic saturates and its root can miss it (found by fuzz_solvers: one
+  // stage with a 2^62 tape and a loss overhead of 2^62 - 1, budget 2^63 - 1).
+  std::vector<op> fastest;  // (a conditional of two vector calls trips g++ 12 in constexpr)
+  if (branches == dp_branches::tape_and_checkpoint)
+    fastest = store_all_ops(md.L);
+  else
+    fastest = checkpoint_all_ops(md.L);
+  const replay_result fastest_bytes = replay(c, fastest);
+  if (fastest_bytes.valid() && (out.min_feasible_budget == solve_result::no_budget ||
+                                fastest_bytes.peak_memory < out.min_feasible_budget))
+    out.min_feasible_budget = fastest_bytes.peak_memory;
+  if (fastest_bytes.valid() && fastest_bytes.peak_memory <= budget) {
+    solve_result r = finish(c, which, budget, std::move(fastest), fastest_bytes.makespan);
+    r.min_feasible_budget = out.min_feasible_budget;
+    return r;
+  }
   if (root.empty() || budget < out.min_feasible_budget) return out;
   const size_type m = budget - md.x[0];
   const double value = t.value(0, md.L, m);
