@@ -104,6 +104,31 @@ constexpr frontier_table frontier_within_limits(const chain& c, const model& md,
   return {};
 }
 
+// The fastest schedule the DP can reach, store-all with the tape branch and checkpoint-all
+// without it, replayed on the chain's own sizes. Both solves return it wherever it fits.
+struct fastest_schedule {
+  std::vector<op> ops;
+  replay_result bytes;
+
+  // The least feasible budget once this schedule is known to fit from its own peak up.
+  [[nodiscard]] constexpr size_type lower(size_type min_budget) const noexcept {
+    return min_budget == solve_result::no_budget || bytes.peak_memory < min_budget
+               ? bytes.peak_memory
+               : min_budget;
+  }
+};
+
+constexpr fastest_schedule fastest_schedule_of(const chain& c, dp_branches branches) {
+  const auto L = static_cast<std::int32_t>(c.length());
+  fastest_schedule f;  // (a conditional of two vector calls trips g++ 12 in constexpr)
+  if (branches == dp_branches::tape_and_checkpoint)
+    f.ops = store_all_ops(L);
+  else
+    f.ops = checkpoint_all_ops(L);
+  f.bytes = replay(c, f.ops);
+  return f;
+}
+
 // The frontier DP of a chain on its own sizes, within the limits of `options`.
 struct exact_frontier {
   model md;
@@ -137,21 +162,13 @@ constexpr solve_result solve_exact(const chain& c, size_type budget, const solve
   out.epsilon = epsilon;
   const std::vector<frontier_point>& root = t.root();
   out.min_feasible_budget = root.empty() ? solve_result::no_budget : md.x[0] + root.front().m;
-  // The fastest schedule of all (store-all with the tape branch, checkpoint-all without it) is
-  // the answer wherever its peak fits, whatever the frontier says there: at sizes whose sums pass
-  // 2^62 the DP's arithmetic saturates and its root can miss it (found by fuzz_solvers: one
-  // stage with a 2^62 tape and a loss overhead of 2^62 - 1, budget 2^63 - 1).
-  std::vector<op> fastest;  // (a conditional of two vector calls trips g++ 12 in constexpr)
-  if (branches == dp_branches::tape_and_checkpoint)
-    fastest = store_all_ops(md.L);
-  else
-    fastest = checkpoint_all_ops(md.L);
-  const replay_result fastest_bytes = replay(c, fastest);
-  if (fastest_bytes.valid() && (out.min_feasible_budget == solve_result::no_budget ||
-                                fastest_bytes.peak_memory < out.min_feasible_budget))
-    out.min_feasible_budget = fastest_bytes.peak_memory;
-  if (fastest_bytes.valid() && fastest_bytes.peak_memory <= budget) {
-    solve_result r = finish(c, which, budget, std::move(fastest), fastest_bytes.makespan);
+  // The fastest schedule is the answer wherever its peak fits, whatever the frontier says there:
+  // at sizes whose sums pass 2^62 the DP's arithmetic saturates and its root can miss it (found
+  // by fuzz_solvers: one stage with a 2^62 tape and a loss overhead of 2^62 - 1, budget 2^63 - 1).
+  fastest_schedule fastest = fastest_schedule_of(c, branches);
+  out.min_feasible_budget = fastest.lower(out.min_feasible_budget);
+  if (fastest.bytes.peak_memory <= budget) {
+    solve_result r = finish(c, which, budget, std::move(fastest.ops), fastest.bytes.makespan);
     r.min_feasible_budget = out.min_feasible_budget;
     return r;
   }
@@ -205,27 +222,19 @@ constexpr solve_result solve_slots(const chain& c, size_type budget, const solve
   out.unit = d.unit;
   out.min_feasible_budget = slots_min_budget(
       c, options.slots, persistent_min_budget(make_model(c, 1), branches), branches);
-  // The fastest schedule the DP can reach: store-all with the tape branch, checkpoint-all
-  // without it. Wherever its own peak fits it is the answer, even where sizes rounded up to whole
-  // slots would not (so every budget from its peak up is feasible); below, the table stops there,
-  // above which OPT no longer decreases.
-  std::vector<op> fastest;  // (a conditional of two vector calls trips g++ 12 in constexpr)
-  if (branches == dp_branches::tape_and_checkpoint)
-    fastest = store_all_ops(md.L);
-  else
-    fastest = checkpoint_all_ops(md.L);
-  const replay_result fastest_bytes = replay(c, fastest);
-  if (out.min_feasible_budget == solve_result::no_budget ||
-      fastest_bytes.peak_memory < out.min_feasible_budget)
-    out.min_feasible_budget = fastest_bytes.peak_memory;
-  if (fastest_bytes.peak_memory <= budget) {
-    solve_result r = finish(c, which, budget, std::move(fastest), fastest_bytes.makespan);
+  // The fastest schedule is the answer wherever its own peak fits, even where sizes rounded up to
+  // whole slots would not (so every budget from its peak up is feasible); below, the table stops
+  // there, above which OPT no longer decreases.
+  fastest_schedule fastest = fastest_schedule_of(c, branches);
+  out.min_feasible_budget = fastest.lower(out.min_feasible_budget);
+  if (fastest.bytes.peak_memory <= budget) {
+    solve_result r = finish(c, which, budget, std::move(fastest.ops), fastest.bytes.makespan);
     r.min_feasible_budget = out.min_feasible_budget;
     r.unit = d.unit;
     return r;
   }
   if (root_need == unreachable || md.x[0] + root_need > d.budget) return out;
-  const size_type top = std::min(d.budget, replay(to_chain(md), fastest).peak_memory);
+  const size_type top = std::min(d.budget, replay(to_chain(md), fastest.ops).peak_memory);
   dense_run run =
       run_dense(c, md, std::move(need), top - md.x[0], branches, options, name(which), need_seconds);
   if (!(run.makespan < infinite_time)) throw_makespan_overflow(which);
