@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <ranges>
 #include <stdexcept>
 #include <string>
@@ -15,6 +16,9 @@
 namespace remat {
 
 /// One stage's costs, for users without a type of their own (see concepts.hpp for meanings).
+/// `recording_overhead` is the overhead of a recording forward F_all when it differs from
+/// `forward_overhead` (that of F_none and F_ck); empty, it is `forward_overhead`
+/// (docs/recording-overhead.md). Read it through `remat::recording_overhead(s)`.
 struct stage {
   double forward_time = 0;
   double backward_time = 0;
@@ -22,8 +26,17 @@ struct stage {
   size_type tape_size = 0;
   size_type forward_overhead = 0;
   size_type backward_overhead = 0;
+  std::optional<size_type> recording_overhead{};
 
-  friend constexpr bool operator==(const stage&, const stage&) = default;
+  /// Equal costs: an empty `recording_overhead` equals one holding `forward_overhead`.
+  friend constexpr bool operator==(const stage& a, const stage& b) {
+    return a.forward_time == b.forward_time && a.backward_time == b.backward_time &&
+           a.output_size == b.output_size && a.tape_size == b.tape_size &&
+           a.forward_overhead == b.forward_overhead &&
+           a.backward_overhead == b.backward_overhead &&
+           a.recording_overhead.value_or(a.forward_overhead) ==
+               b.recording_overhead.value_or(b.forward_overhead);
+  }
 };
 
 /// A chain of stages followed by a loss. Models `chain_like`.
@@ -131,6 +144,7 @@ constexpr void validate(const chain& c) {
     detail::checked_size(s.tape_size, k, "tape_size");
     detail::checked_size(s.forward_overhead, k, "forward_overhead");
     detail::checked_size(s.backward_overhead, k, "backward_overhead");
+    if (s.recording_overhead) detail::checked_size(*s.recording_overhead, k, "recording_overhead");
     if (s.tape_size < s.output_size)
       throw_chain_error(k, "tape_size",
                         "must be >= output_size (" + std::to_string(s.tape_size) + " < " +
@@ -138,7 +152,8 @@ constexpr void validate(const chain& c) {
     detail::add_checked(total, s.output_size, k, "output_size");
     detail::add_checked(total, s.output_size, k, "output_size");
     detail::add_checked(total, s.tape_size, k, "tape_size");
-    largest_overhead = std::max({largest_overhead, s.forward_overhead, s.backward_overhead});
+    largest_overhead = std::max({largest_overhead, s.forward_overhead, s.backward_overhead,
+                                 s.recording_overhead.value_or(0)});
   }
   detail::add_checked(total, largest_overhead, chain_error::no_stage, "overheads");
 
@@ -173,6 +188,10 @@ constexpr chain to_chain(const C& c) {
       st.forward_overhead = detail::checked_size(remat::forward_overhead(s), k, "forward_overhead");
       st.backward_overhead =
           detail::checked_size(remat::backward_overhead(s), k, "backward_overhead");
+      // Kept only where it differs: a chain without recording overheads copies to one without.
+      const size_type recording =
+          detail::checked_size(remat::recording_overhead(s), k, "recording_overhead");
+      if (recording != st.forward_overhead) st.recording_overhead = recording;
       out.stages.push_back(st);
       ++k;
     }

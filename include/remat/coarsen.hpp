@@ -81,7 +81,10 @@ constexpr coarse_chain merge_blocks(const chain& c, std::vector<std::int32_t> st
     s.tape_size = builder.tape_size();
     s.forward_overhead = builder.forward_overhead();
     s.backward_overhead = builder.backward_overhead();
-    if (s.tape_size > max_size || s.forward_overhead > max_size || s.backward_overhead > max_size)
+    const size_type recording = builder.recording_overhead();
+    if (recording != s.forward_overhead) s.recording_overhead = recording;
+    if (s.tape_size > max_size || s.forward_overhead > max_size || s.backward_overhead > max_size ||
+        recording > max_size)
       throw_coarsen_error("block " + std::to_string(b) + " (stages " + std::to_string(starts[b]) +
                           ".." + std::to_string(starts[b + 1] - 1) +
                           ") would have a merged size above 2^62; use more blocks");

@@ -5,7 +5,8 @@
 //   1. a member function `s.NAME()`,
 //   2. a data member `s.NAME`,
 //   3. a free function `NAME(s)` found by argument-dependent lookup,
-// and uses the first that exists. The optional ones (marked *) fall back to 0.
+// and uses the first that exists. The optional ones (marked *) fall back to 0; the one marked **
+// falls back to another point (named beside it).
 //
 // Stage costs (MODEL.md, stage k):
 //   forward_time(s)       fw[k]   seconds, milliseconds, ...: any unit, the same for all stages
@@ -13,6 +14,10 @@
 //   output_size(s)        x[k+1]  integral, in bytes or any memory unit
 //   tape_size(s)          xb[k+1] integral, >= output_size
 //   forward_overhead(s)*  ft[k]   integral
+//   recording_overhead(s)** fa[k] integral: the overhead of a recording forward F_all(k), when it
+//                         differs from that of F_none/F_ck (docs/recording-overhead.md); falls back
+//                         to forward_overhead(s). A std::optional value counts only when it holds
+//                         one (remat::stage's field is one).
 //   backward_overhead(s)* bt[k]   integral
 //
 // Chain (a sized range of stages, an input and a loss):
@@ -26,6 +31,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <optional>
 #include <ranges>
 #include <type_traits>
 #include <utility>
@@ -107,6 +113,7 @@ REMAT_DETAIL_CPO(backward_time)
 REMAT_DETAIL_CPO(output_size)
 REMAT_DETAIL_CPO(tape_size)
 REMAT_DETAIL_CPO(forward_overhead)
+REMAT_DETAIL_CPO(recording_overhead)
 REMAT_DETAIL_CPO(backward_overhead)
 REMAT_DETAIL_CPO(stages)
 REMAT_DETAIL_CPO(input_size)
@@ -134,6 +141,38 @@ struct optional_fn {
   }
 };
 
+template <class T>
+struct is_std_optional : std::false_type {};
+template <class T>
+struct is_std_optional<std::optional<T>> : std::true_type {};
+
+// An optional customization point whose fallback is another one: the user's value when one is
+// provided (an empty std::optional provides none), else `Fallback{}(t)`.
+template <class Required, class Fallback>
+struct fallback_fn {
+  template <class T>
+  constexpr auto operator()(const T& t) const {
+    static_assert(Required::template callable_on_const<T>(),
+                  "remat: this type has a recording_overhead (named in the instantiation above) "
+                  "that cannot be called on a const object, so remat would read it as the "
+                  "forward_overhead: make the member function const, or take the free function's "
+                  "argument by const reference");
+    if constexpr (std::is_invocable_v<const Required&, const T&>) {
+      using R = std::remove_cvref_t<std::invoke_result_t<const Required&, const T&>>;
+      if constexpr (is_std_optional<R>::value) {
+        using V = std::common_type_t<typename R::value_type,
+                                     std::invoke_result_t<const Fallback&, const T&>>;
+        const R& v = Required{}(t);
+        return v.has_value() ? static_cast<V>(*v) : static_cast<V>(Fallback{}(t));
+      } else {
+        return Required{}(t);
+      }
+    } else {
+      return Fallback{}(t);
+    }
+  }
+};
+
 }  // namespace detail::cpo
 
 inline constexpr detail::cpo::forward_time_ns::fn forward_time{};
@@ -141,6 +180,9 @@ inline constexpr detail::cpo::backward_time_ns::fn backward_time{};
 inline constexpr detail::cpo::output_size_ns::fn output_size{};
 inline constexpr detail::cpo::tape_size_ns::fn tape_size{};
 inline constexpr detail::cpo::optional_fn<detail::cpo::forward_overhead_ns::fn> forward_overhead{};
+inline constexpr detail::cpo::fallback_fn<detail::cpo::recording_overhead_ns::fn,
+                                          detail::cpo::optional_fn<detail::cpo::forward_overhead_ns::fn>>
+    recording_overhead{};
 inline constexpr detail::cpo::optional_fn<detail::cpo::backward_overhead_ns::fn>
     backward_overhead{};
 inline constexpr detail::cpo::stages_ns::fn stages{};
@@ -156,6 +198,7 @@ concept stage_like = requires(const S& s) {
   { remat::output_size(s) } -> detail::cpo::size_value;
   { remat::tape_size(s) } -> detail::cpo::size_value;
   { remat::forward_overhead(s) } -> detail::cpo::size_value;
+  { remat::recording_overhead(s) } -> detail::cpo::size_value;
   { remat::backward_overhead(s) } -> detail::cpo::size_value;
 };
 

@@ -177,7 +177,11 @@ constexpr memory_plan buffer_lifetimes(const chain& c, std::span<const op> ops) 
         s.output = t[at(k + 1)] = create(buffer_kind::tape, k + 1, i, xb(k + 1));
       else
         s.output = a[at(k + 1)] = create(buffer_kind::activation, k + 1, i, x(k + 1));
-      s.workspace = workspace(k, i, c.stages[at(k)].forward_overhead);
+      const stage& st = c.stages[at(k)];
+      s.workspace = workspace(k, i,
+                              o.kind == op_kind::forward_all
+                                  ? st.recording_overhead.value_or(st.forward_overhead)
+                                  : st.forward_overhead);
       if (o.kind == op_kind::forward_none && a[at(k)] != no_buffer) drop(a[at(k)], i);
     }
     m.steps.push_back(s);

@@ -25,7 +25,7 @@ struct basic_forward_call {
   ConstBytes input;        ///< a_k (x[k] bytes)
   Bytes output;            ///< a_{k+1} (x[k+1] bytes), at the start of the tape when recording
   Bytes saved;             ///< the tape beyond a_{k+1} (xb[k+1] - x[k+1] bytes); empty otherwise
-  Bytes workspace;         ///< forward_overhead bytes
+  Bytes workspace;         ///< forward_overhead bytes (recording_overhead when recording)
 };
 
 template <class Bytes, class ConstBytes>

@@ -1,4 +1,5 @@
-// The simulator: replays any op sequence on a chain exactly by MODEL.md's op table.
+// The simulator: replays any op sequence on a chain exactly by MODEL.md's op table, with F_all's
+// peak held + recording_overhead (docs/recording-overhead.md; forward_overhead where none is given).
 //
 // It is the judge of every solver: a schedule is valid when every op finds its inputs held and
 // its output not yet held, the sequence ends exactly when g_0 is produced, and it fits a budget
@@ -133,7 +134,9 @@ constexpr replay_result replay(const chain& c, std::span<const op> ops) {
           a[idx(k + 1)] = 1;
           held += x(k + 1);
         }
-        peak = held + s.forward_overhead;
+        peak = held + (o.kind == op_kind::forward_all
+                           ? s.recording_overhead.value_or(s.forward_overhead)
+                           : s.forward_overhead);
         if (o.kind == op_kind::forward_none && a[idx(k)]) {
           a[idx(k)] = 0;
           held -= x(k);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <forward_list>
 #include <list>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -56,6 +57,22 @@ constexpr long forward_overhead(const adl_stage& s) {
 constexpr long backward_overhead(const adl_stage& s) {
   return 40 * s.scale;
 }
+
+// A recording-forward overhead: as a member function, as a data member, by ADL, and as an
+// optional that may be empty.
+struct recording_fn_stage : data_stage {
+  constexpr long recording_overhead() const { return 2; }
+};
+struct recording_data_stage : data_stage {
+  std::int64_t recording_overhead = 9;
+};
+struct recording_adl_stage : adl_stage {};
+constexpr long recording_overhead(const recording_adl_stage& s) {
+  return 7 * s.scale;
+}
+struct recording_optional_stage : data_stage {
+  std::optional<int> recording_overhead;
+};
 
 // A member function wins over a free function of the same name, a data member likewise.
 struct member_and_adl {
@@ -198,6 +215,24 @@ static_assert(remat::forward_overhead(user::fn_stage{}) == 0);
 static_assert(remat::backward_overhead(user::fn_stage{}) == 0);
 static_assert(remat::backward_overhead(user::data_stage{}) == 0);
 
+// The recording overhead: the user's where given (an empty optional gives none), else the
+// forward overhead (0 where that is absent too).
+static_assert(remat::recording_overhead(user::recording_fn_stage{}) == 2);
+static_assert(remat::recording_overhead(user::recording_data_stage{}) == 9);
+static_assert(remat::recording_overhead(user::recording_adl_stage{{2}}) == 14);
+static_assert(remat::recording_overhead(user::recording_optional_stage{}) == 5);
+static_assert(remat::recording_overhead(user::recording_optional_stage{{}, 3}) == 3);
+static_assert(remat::recording_overhead(user::data_stage{}) == 5);
+static_assert(remat::recording_overhead(user::adl_stage{3}) == 90);
+static_assert(remat::recording_overhead(user::fn_stage{}) == 0);
+static_assert(remat::recording_overhead(remat::stage{1, 1, 1, 1, 4, 0}) == 4);
+static_assert(remat::recording_overhead(remat::stage{1, 1, 1, 1, 4, 0, 6}) == 6);
+static_assert(stage_like<user::recording_optional_stage>);
+static_assert(stage_like<remat::stage>);
+// A stage without one equals the same stage giving the forward overhead explicitly.
+static_assert(remat::stage{1, 1, 1, 1, 4, 0} == remat::stage{1, 1, 1, 1, 4, 0, 4});
+static_assert(remat::stage{1, 1, 1, 1, 4, 0} != remat::stage{1, 1, 1, 1, 4, 0, 3});
+
 // Rejected stages.
 static_assert(!stage_like<user::missing_tape>);
 static_assert(!stage_like<user::double_size>);
@@ -254,6 +289,24 @@ TEST_CASE("to_chain copies every cost of a user chain") {
   const remat::chain v = remat::to_chain(user::span_chain{});
   REQUIRE(v.length() == 3);
   CHECK(v.stages[2] == remat::stage{3, 6, 30, 60, 90, 120});
+}
+
+TEST_CASE("to_chain copies a user stage's recording overhead where it differs") {
+  struct rec_chain {
+    std::vector<user::recording_optional_stage> stages{{}, {}, {}};
+    long input_size = 1;
+  };
+  rec_chain mine;
+  mine.stages[1].recording_overhead = 2;
+  mine.stages[2].recording_overhead = 5;  // the forward overhead: kept as none
+  const remat::chain c = remat::to_chain(mine);
+  CHECK_FALSE(c.stages[0].recording_overhead.has_value());
+  REQUIRE(c.stages[1].recording_overhead.has_value());
+  CHECK(*c.stages[1].recording_overhead == 2);
+  CHECK_FALSE(c.stages[2].recording_overhead.has_value());
+  mine.stages[0].recording_overhead = -1;
+  CHECK_THROWS_WITH_AS(remat::to_chain(mine), "stages[0].recording_overhead: must be >= 0 (-1)",
+                       remat::chain_error);
 }
 
 TEST_CASE("solve works on a user chain as on the equivalent remat::chain") {

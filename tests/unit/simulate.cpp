@@ -92,6 +92,22 @@ TEST_CASE("checkpoints, recomputation and the tape of the last stage") {
               {13, 26, 43, 87, 80, 19, 36, 68, 49});
 }
 
+TEST_CASE("F_all peaks with the recording overhead, F_none and F_ck with the forward overhead") {
+  // The schedule of the test above, with recording overheads 1, 2, 3 (forward: 10, 20, 30):
+  // F_all(2) peaks at 13 + 3, F_all(0) at 9 + 1, F_all(1) at 16 + 2; the rest is unchanged.
+  remat::chain c = distinct();
+  for (std::size_t k = 0; k < 3; ++k) c.stages[k].recording_overhead = static_cast<size_type>(k + 1);
+  const std::vector<op> ops = {f_ck(0),  f_none(1), f_all(2),    loss,       backward(2),
+                               f_all(0), f_all(1),  backward(1), backward(0)};
+  const replay_result r = remat::simulate(c, ops);
+  REQUIRE(r.valid());
+  CHECK(r.op_peak == std::vector<size_type>{13, 26, 16, 87, 80, 10, 18, 68, 49});
+  // A recording overhead above the forward one raises only the F_all peaks.
+  c.stages[1].recording_overhead = 100;
+  CHECK(remat::simulate(c, ops).op_peak[6] == 116);
+  CHECK(remat::simulate(c, store_all).op_peak[1] == 113);
+}
+
 TEST_CASE("holding a_k and t_k at once counts both") {
   // F_ck(0) then F_all(0): a0 + a1 + t1 = 1 + 2 + 5 = 8. F_none(1) reads a1 (or t1) and drops
   // a1, never the tape: 8 + 3 - 2 = 9.

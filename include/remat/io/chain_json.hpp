@@ -12,6 +12,11 @@
 // emits a float for a size may already have rounded it (doubles hold integers exactly only up to
 // 2^53, sizes go to 2^62), so the reader refuses every float rather than guessing which are
 // exact. Times are any JSON number.
+//
+// One compatible extension of chain-format.md (docs/recording-overhead.md): a stage may carry
+// `recording_overhead`, the overhead of its recording forward F_all where it differs from
+// `forward_overhead`. Absent, it is the forward_overhead; it is written only where it differs, so
+// files without it read and write as before.
 #pragma once
 
 #include <remat/chain.hpp>
@@ -224,6 +229,10 @@ inline chain_file from_document(const json& doc, const std::string& source) {
     st.tape_size = r.size("tape_size", r.required("tape_size"));
     st.forward_overhead = r.optional_size("forward_overhead");
     st.backward_overhead = r.optional_size("backward_overhead");
+    // An extension of chain-format.md (docs/recording-overhead.md): absent, it is the
+    // forward_overhead.
+    if (const json* v = r.find("recording_overhead"))
+      st.recording_overhead = r.size("recording_overhead", *v);
     out.stage_names.push_back(r.optional_string("name"));
     out.chain.stages.push_back(st);
   }
@@ -338,6 +347,9 @@ inline nlohmann::ordered_json to_json(const chain_file& f) {
     js["tape_size"] = s.tape_size;
     js["forward_overhead"] = s.forward_overhead;
     js["backward_overhead"] = s.backward_overhead;
+    // Only where it differs: a chain without recording overheads writes the same file as before.
+    if (s.recording_overhead && *s.recording_overhead != s.forward_overhead)
+      js["recording_overhead"] = *s.recording_overhead;
     stages.push_back(std::move(js));
   }
   j["stages"] = std::move(stages);

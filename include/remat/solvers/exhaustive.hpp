@@ -53,7 +53,8 @@ class held_state_space {
       }
       if (!has(s, bit_t(k + 1))) {
         const state out = s | bit_t(k + 1);
-        f(f_all(k), out, st.forward_time, memory(out) + st.forward_overhead);
+        f(f_all(k), out, st.forward_time,
+          memory(out) + st.recording_overhead.value_or(st.forward_overhead));
       }
       if (has(s, bit_g(k + 1)) && has(s, bit_t(k + 1)) && !has(s, bit_g(k))) {
         const state out = s | bit_g(k);

@@ -156,6 +156,34 @@ TEST_CASE("optional fields default to zero or empty") {
   CHECK(g.time_unit.empty());
 }
 
+TEST_CASE("recording_overhead: optional, the forward overhead when absent, written if it differs") {
+  const chain_file f = read_text(R"({"input_size": 1, "stages": [
+      {"forward_time": 1, "backward_time": 2, "output_size": 3, "tape_size": 4,
+       "forward_overhead": 9, "recording_overhead": 2},
+      {"forward_time": 1, "backward_time": 2, "output_size": 3, "tape_size": 4,
+       "forward_overhead": 9},
+      {"forward_time": 1, "backward_time": 2, "output_size": 3, "tape_size": 4,
+       "forward_overhead": 9, "recording_overhead": 9}]})");
+  REQUIRE(f.chain.stages[0].recording_overhead.has_value());
+  CHECK(*f.chain.stages[0].recording_overhead == 2);
+  CHECK_FALSE(f.chain.stages[1].recording_overhead.has_value());
+  CHECK(remat::recording_overhead(f.chain.stages[1]) == 9);
+  CHECK(f.chain.stages[2] == f.chain.stages[1]);
+
+  const std::string text = remat::io::to_json(f).dump();
+  CHECK(text.find("\"recording_overhead\":2") != std::string::npos);
+  // Written once: the stages equal to their forward overhead carry no key.
+  CHECK(text.find("recording_overhead") == text.rfind("recording_overhead"));
+  CHECK(round_trip(f).chain == f.chain);
+
+  CHECK(error_of(R"({"input_size": 1, "stages": [{"forward_time": 1, "backward_time": 2,
+      "output_size": 3, "tape_size": 4, "recording_overhead": -1}]})")
+            .starts_with("chain.json: stages[0].recording_overhead: must be >= 0"));
+  CHECK(error_of(R"({"input_size": 1, "stages": [{"forward_time": 1, "backward_time": 2,
+      "output_size": 3, "tape_size": 4, "recording_overhead": 1.5}]})")
+            .starts_with("chain.json: stages[0].recording_overhead: must be"));
+}
+
 TEST_CASE("unknown keys are ignored, at every level") {
   const chain_file f = read_text(R"({"comment": ["anything", {"nested": 1}], "input_size": 1,
       "units": {"time": "s", "memory": "bytes", "energy": "J"},

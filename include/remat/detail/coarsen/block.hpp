@@ -3,7 +3,8 @@
 // at a stage in O(1) per start, with the same arithmetic `remat::coarsen` uses.
 //
 // Block [s, e) of the fine chain (stages s .. e-1) becomes one coarse stage. With x, xb, ft, bt
-// the fine chain's sizes as in MODEL.md, T = xb[s+1] + ... + xb[e] and, for s <= k < e,
+// the fine chain's sizes as in MODEL.md, fa its recording-forward overheads
+// (docs/recording-overhead.md; fa = ft where a stage gives none), T = xb[s+1] + ... + xb[e] and, for s <= k < e,
 // tail(k) = xb[k+2] + ... + xb[e] (the block's tapes past t_{k+1}), its costs are:
 //
 //   output  x[e]                         the last stage's output
@@ -11,6 +12,10 @@
 //   fw, bw  sums of the stages' times
 //   ft      max(0, x[s+1] + ft[s] - x[e],
 //                  max_{s<k<e} x[k] + x[k+1] + ft[k] - x[e])
+//   fa      max(0, x[s+1] + fa[s] - x[e],
+//                  max_{s<k<e} x[k] + x[k+1] + fa[k] - x[e])   (ft's formula with fa: equal to
+//                  ft when fa = ft, so coarsening a chain without recording overheads makes
+//                  none; max_k fa[k] - tail(k) would be tighter)
 //   bt      max(0, x[s+1] + bt[s] - tail(s) - x[e],
 //                  max_{s<k<e} x[k] + x[k+1] + bt[k] - tail(k) - x[s] - x[e])
 //
@@ -25,9 +30,10 @@
 // * F_none / F_ck: the coarse peak is R + x[e] + ft. F(s) peaks at R + x[s+1] + ft[s]; F(k),
 //   k > s, at most at R + x[k] + x[k+1] + ft[k] (a_k is dropped after it, and a_s may already be
 //   gone). Both are <= R + x[e] + ft by the first two terms of ft.
-// * F_all: the coarse peak is R + T + ft. F_all(k) peaks at R + (xb[s+1] + ... + xb[k+1]) +
-//   ft[k] = R + T - tail(k) + ft[k]. For k < e-1, tail(k) >= xb[e] >= x[e], and ft >= ft[k] -
-//   x[e] by its first two terms; for k = e-1, tail(k) = 0 and ft >= ft[e-1] by the same terms.
+// * F_all: the coarse peak is R + T + fa. F_all(k) peaks at R + (xb[s+1] + ... + xb[k+1]) +
+//   fa[k] = R + T - tail(k) + fa[k]. For k < e-1, tail(k) >= xb[e] >= x[e], and fa >= fa[k] -
+//   x[e] by its first two terms (x[k+1] >= 0, x[k] >= 0); for k = e-1, tail(k) = 0 and
+//   fa >= fa[e-1] by the same terms (x[e] cancels).
 // * B: the coarse peak is R + x[s] + bt (R holds g_e, the whole tape and the block's input).
 //   Before B(k) the fine chain holds R - x[e] + x[k+1] - tail(k) (g_{k+1} instead of g_e, the
 //   tapes past t_{k+1} gone), so B(k) peaks at R - x[e] + x[k+1] - tail(k) + x[k] + bt[k]:
@@ -66,11 +72,15 @@ class block_builder {
     tape_ += s.tape_size;
     // k as the first stage: its own terms; the stages after it are now inner stages.
     forward_first_ = xk1 + s.forward_overhead;
+    const size_type fa = s.recording_overhead.value_or(s.forward_overhead);
+    recording_first_ = xk1 + fa;
+    recording_inner_now_ = has_inner_ ? recording_inner_ : lowest;
     backward_first_ = xk1 + s.backward_overhead - tail;
     backward_inner_now_ = has_inner_ ? backward_inner_ - xk : lowest;
     forward_inner_now_ = has_inner_ ? forward_inner_ : lowest;
     // For blocks starting before k, k is an inner stage.
     forward_inner_ = std::max(forward_inner_, xk + xk1 + s.forward_overhead);
+    recording_inner_ = std::max(recording_inner_, xk + xk1 + fa);
     backward_inner_ = std::max(backward_inner_, xk + xk1 + s.backward_overhead - tail);
     has_inner_ = true;
   }
@@ -84,6 +94,10 @@ class block_builder {
     const size_type out = output_size();
     return std::max({size_type{0}, forward_first_ - out, forward_inner_now_ - out});
   }
+  [[nodiscard]] constexpr size_type recording_overhead() const {
+    const size_type out = output_size();
+    return std::max({size_type{0}, recording_first_ - out, recording_inner_now_ - out});
+  }
   [[nodiscard]] constexpr size_type backward_overhead() const {
     const size_type out = output_size();
     return std::max({size_type{0}, backward_first_ - out, backward_inner_now_ - out});
@@ -94,7 +108,8 @@ class block_builder {
   [[nodiscard]] constexpr size_type need() const {
     const size_type in = input_size();
     const size_type out = output_size();
-    return in + std::max(out + tape_ + forward_overhead(), in + out + tape_ + backward_overhead());
+    return in +
+           std::max(out + tape_ + recording_overhead(), in + out + tape_ + backward_overhead());
   }
 
  private:
@@ -113,6 +128,9 @@ class block_builder {
   size_type forward_inner_ = lowest;       // max x[k] + x[k+1] + ft[k] over stages k >= s
   size_type backward_inner_ = lowest;      // max x[k] + x[k+1] + bt[k] - tail(k) over k >= s
   size_type forward_inner_now_ = lowest;   // the same over k > s
+  size_type recording_first_ = lowest;     // x[s+1] + fa[s]
+  size_type recording_inner_ = lowest;     // max x[k] + x[k+1] + fa[k] over stages k >= s
+  size_type recording_inner_now_ = lowest; // the same over k > s
   size_type backward_inner_now_ = lowest;  // max over k > s, minus x[s]
   bool has_inner_ = false;
 };

@@ -1,4 +1,6 @@
-// MODEL.md's arrays (x, xb, fw, ft, bw, bt), with sizes rounded up to a memory unit.
+// MODEL.md's arrays (x, xb, fw, ft, bw, bt), and the recording-forward overhead fa of
+// docs/recording-overhead.md (fa = ft where a stage gives none), with sizes rounded up to a
+// memory unit.
 #pragma once
 
 #include <remat/chain.hpp>
@@ -15,7 +17,8 @@ struct model {
   std::vector<size_type> x;   // x[0..L+1], x[L+1] = 0
   std::vector<size_type> xb;  // xb[0..L+1], xb[0] and xb[L+1] = 0
   std::vector<double> fw;     // fw[0..L], fw[L] = 0
-  std::vector<size_type> ft;  // ft[0..L], ft[L] = 0
+  std::vector<size_type> ft;  // ft[0..L], ft[L] = 0: overhead of F_none(k) and F_ck(k)
+  std::vector<size_type> fa;  // fa[0..L], fa[L] = 0: overhead of F_all(k)
   std::vector<double> bw;     // bw[0..L], bw[L] = loss time
   std::vector<size_type> bt;  // bt[0..L], bt[L] = loss overhead
   // The times fw and bw are whole multiples of a power of two q such that every sum the DPs form
@@ -76,6 +79,7 @@ constexpr model make_model(const chain& c, size_type unit) {
   m.xb.assign(n + 2, 0);
   m.fw.assign(n + 1, 0);
   m.ft.assign(n + 1, 0);
+  m.fa.assign(n + 1, 0);
   m.bw.assign(n + 1, 0);
   m.bt.assign(n + 1, 0);
   m.x[0] = round_up(c.input_size, unit);
@@ -85,6 +89,7 @@ constexpr model make_model(const chain& c, size_type unit) {
     m.xb[k + 1] = round_up(s.tape_size, unit);
     m.fw[k] = s.forward_time;
     m.ft[k] = round_up(s.forward_overhead, unit);
+    m.fa[k] = round_up(s.recording_overhead.value_or(s.forward_overhead), unit);
     m.bw[k] = s.backward_time;
     m.bt[k] = round_up(s.backward_overhead, unit);
   }
@@ -100,8 +105,10 @@ constexpr chain to_chain(const model& m) {
   const auto n = static_cast<std::size_t>(m.L);
   c.stages.resize(n);
   c.input_size = m.x[0];
-  for (std::size_t k = 0; k < n; ++k)
-    c.stages[k] = {m.fw[k], m.bw[k], m.x[k + 1], m.xb[k + 1], m.ft[k], m.bt[k]};
+  for (std::size_t k = 0; k < n; ++k) {
+    c.stages[k] = {m.fw[k], m.bw[k], m.x[k + 1], m.xb[k + 1], m.ft[k], m.bt[k], {}};
+    if (m.fa[k] != m.ft[k]) c.stages[k].recording_overhead = m.fa[k];
+  }
   c.loss_time = m.bw[n];
   c.loss_overhead = m.bt[n];
   return c;
