@@ -95,7 +95,9 @@ inline std::string usage_text() {
       "  --json           print one JSON object instead of the report (also with --info)\n"
       "  --sweep          solve at evenly spaced budgets, from the least at which the optimal\n"
       "                   solver finds a schedule to the peak of storing everything; print\n"
-      "                   makespan, ratio to store-all and peak for each budget and solver\n"
+      "                   makespan, ratio to store-all and peak for each budget and solver;\n"
+      "                   optimal and checkpoint-only on exact sizes also at every point of\n"
+      "                   their curve (every budget where the makespan drops) in --csv, --plot\n"
       "  --points N       how many budgets (default 20, at least 2)\n"
       "  --solver A,B,..  the solvers to sweep (default: every solver; exhaustive only on\n"
       "                   chains it accepts)\n"
@@ -762,6 +764,17 @@ inline std::string format_sweep(const io::chain_file& f, const sweep_result& s, 
                       " of store-all,");
   line("", "the least for optimal with " + detail::slots_text(slots) + ", to " +
                format_memory(s.budgets.back(), mu));
+  std::string curves;
+  for (const sweep_series& series : s.series) {
+    if (series.curve.empty()) continue;
+    curves += (curves.empty() ? "" : ", ") + std::string(name(series.solver)) + " " +
+              std::to_string(series.curve.size()) +
+              (series.curve.size() == 1 ? " point" : " points");
+  }
+  if (!curves.empty()) {
+    line("curves", curves + ": every budget");
+    line("", "where the makespan drops, in --csv and --plot");
+  }
   out += '\n';
 
   using row = std::vector<std::string>;

@@ -24,7 +24,14 @@ struct series {
   std::string label;
   std::vector<point> points;  ///< in increasing x; only the points that exist (no gaps)
   bool emphasized = false;    ///< drawn thicker, on top of the others
+  /// A step function: each point's y holds up to the next point's x (and the last one's up to
+  /// `steps_until`, where that is further right). Its markers are left out when it has more
+  /// points than `max_step_markers`, where they would hide the line.
+  bool steps = false;
+  std::optional<double> steps_until;
 };
+
+inline constexpr std::size_t max_step_markers = 120;
 
 struct chart {
   std::string title;
@@ -177,6 +184,8 @@ inline std::string render(const chart& c) {
   };
   for (const series& s : c.lines)
     for (const point& p : s.points) cover(p);
+  for (const series& s : c.lines)
+    if (s.steps && s.steps_until && !s.points.empty()) cover({*s.steps_until, s.points.back().y});
   for (const point& p : c.always_show) cover(p);
   const detail::ticks xt = detail::nice_ticks(x_lo, x_hi, 8);
   const detail::ticks yt = detail::nice_ticks(y_lo, y_hi, 7);
@@ -250,22 +259,30 @@ inline std::string render(const chart& c) {
     std::string pts;
     // Appended piece by piece: g++ 12 at -O3 warns (-Wrestrict, a false positive, GCC bug
     // 105329 and its kin) about the memcpy of `const char* + std::string` temporaries here.
-    for (const point& p : s.points) {
+    const auto vertex = [&](const point& p) {
       if (!pts.empty()) pts += ' ';
       pts += num(sx(p.x));
       pts += ',';
       pts += num(py(p));
+    };
+    for (std::size_t n = 0; n < s.points.size(); ++n) {
+      if (s.steps && n > 0) vertex({s.points[n].x, s.points[n - 1].y});
+      vertex(s.points[n]);
     }
+    if (s.steps && s.steps_until && !s.points.empty() && *s.steps_until > s.points.back().x)
+      vertex({*s.steps_until, s.points.back().y});
+    const bool markers = !s.steps || s.points.size() <= max_step_markers;
     o += "<g>\n<polyline points=\"" + pts + "\" fill=\"none\" stroke=\"" + std::string(colour) +
          "\" stroke-width=\"" + (s.emphasized ? "2.8" : "1.7") +
          "\" stroke-linejoin=\"round\" stroke-opacity=\"0.9\"><title>" + detail::escape(s.label) +
          "</title></polyline>\n";
     std::string last_label;
     for (const point& p : s.points) {
+      if (!markers) break;
       const std::string tip =
           s.label + ": x " + detail::tick_label(p.x, 3) + ", y " + detail::tick_label(p.y, 4);
       if (!clipped(p)) {
-        o += detail::marker(k, sx(p.x), sy(p.y), colour, tip) + "\n";
+        if (markers) o += detail::marker(k, sx(p.x), sy(p.y), colour, tip) + "\n";
         continue;
       }
       const double x = sx(p.x);

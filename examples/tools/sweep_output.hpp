@@ -53,17 +53,55 @@ inline constexpr std::string_view sweep_csv_header =
     "budget,budget_fraction,solver,feasible,makespan,makespan_ratio,peak_memory,"
     "min_feasible_budget";
 
-/// One CSV line per (budget, solver), budgets outer, in `sweep_csv_header`'s columns. An
-/// infeasible point has `feasible` false and empty makespan, ratio and peak; a solver with no
-/// feasible budget at all has an empty `min_feasible_budget`. Each line starts with `prefix`.
+namespace detail {
+
+// The results of one series in increasing budget: those at the sweep's budgets and, for a solver
+// with a curve, those at its points (one result per budget).
+inline std::vector<const solve_result*> series_points(const sweep_result& s,
+                                                      const sweep_series& series) {
+  std::vector<const solve_result*> out;
+  std::size_t k = 0, n = 0;
+  while (k < series.results.size() || n < series.curve.size()) {
+    const solve_result* next = nullptr;
+    if (n == series.curve.size() ||
+        (k < series.results.size() && s.budgets[k] <= series.curve[n].budget)) {
+      next = &series.results[k];
+      if (n < series.curve.size() && series.curve[n].budget == s.budgets[k]) ++n;
+      ++k;
+    } else {
+      next = &series.curve[n++];
+    }
+    out.push_back(next);
+  }
+  return out;
+}
+
+}  // namespace detail
+
+/// One CSV line per (budget, solver), budgets outer, in `sweep_csv_header`'s columns: every
+/// solver at the sweep's budgets, and a solver with a curve (`sweep_series::curve`) also at each
+/// of its points. An infeasible point has `feasible` false and empty makespan, ratio and peak; a
+/// solver with no feasible budget at all has an empty `min_feasible_budget`. Each line starts
+/// with `prefix`.
 inline std::string sweep_csv_rows(const sweep_result& s, std::string_view prefix = {}) {
+  std::vector<std::vector<const solve_result*>> points;
+  std::vector<size_type> budgets;
+  for (const sweep_series& series : s.series) {
+    points.push_back(detail::series_points(s, series));
+    for (const solve_result* r : points.back()) budgets.push_back(r->budget);
+  }
+  std::sort(budgets.begin(), budgets.end());
+  budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
+  std::vector<std::size_t> next(s.series.size(), 0);
   std::string out;
-  for (std::size_t k = 0; k < s.budgets.size(); ++k) {
-    for (const sweep_series& series : s.series) {
-      const solve_result& r = series.results[k];
-      out += std::string(prefix) + std::to_string(s.budgets[k]) + "," +
-             exact_number(memory_fraction(s, s.budgets[k])) + "," +
-             std::string(name(series.solver)) + "," + (r.feasible ? "true" : "false") + ",";
+  for (const size_type budget : budgets) {
+    for (std::size_t n = 0; n < s.series.size(); ++n) {
+      const sweep_series& series = s.series[n];
+      if (next[n] == points[n].size() || points[n][next[n]]->budget != budget) continue;
+      const solve_result& r = *points[n][next[n]++];
+      out += std::string(prefix) + std::to_string(budget) + "," +
+             exact_number(memory_fraction(s, budget)) + "," + std::string(name(series.solver)) +
+             "," + (r.feasible ? "true" : "false") + ",";
       if (r.feasible) {
         const double ratio = time_ratio(s, r.plan.makespan);
         out += exact_number(r.plan.makespan) + "," +
@@ -82,7 +120,9 @@ inline std::string sweep_csv_rows(const sweep_result& s, std::string_view prefix
 }
 
 /// The chart of a sweep: budget over the store-all peak against makespan over the store-all
-/// makespan, one line per solver (its feasible budgets only), `optimal` emphasized.
+/// makespan, one line per solver (its feasible budgets only), `optimal` emphasized. A solver with
+/// a curve is drawn as the step function it is, through every point of its curve, up to the
+/// sweep's last budget.
 inline svg::chart sweep_chart(const sweep_result& s, const std::string& title,
                               const std::string& subtitle) {
   svg::chart c;
@@ -96,11 +136,15 @@ inline svg::chart sweep_chart(const sweep_result& s, const std::string& title,
     svg::series line;
     line.label = std::string(name(series.solver));
     line.emphasized = series.solver == solver::optimal;
-    for (std::size_t k = 0; k < s.budgets.size(); ++k) {
-      const solve_result& r = series.results[k];
+    const bool curve = !series.curve.empty();
+    for (const solve_result& r : curve ? series.curve : series.results) {
       const double ratio = time_ratio(s, r.plan.makespan);
       if (r.feasible && !std::isnan(ratio))
-        line.points.push_back({memory_fraction(s, s.budgets[k]), ratio});
+        line.points.push_back({memory_fraction(s, r.budget), ratio});
+    }
+    if (curve) {
+      line.steps = true;
+      line.steps_until = memory_fraction(s, s.budgets.back());
     }
     c.lines.push_back(std::move(line));
   }

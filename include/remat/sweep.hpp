@@ -1,5 +1,6 @@
 // A budget sweep: several solvers over evenly spaced budgets, from the least budget at which the
-// optimal solver finds a schedule up to the peak of storing everything.
+// optimal solver finds a schedule up to the peak of storing everything; and, for the solvers with
+// a frontier (`optimal` and `checkpoint-only` on exact sizes), their whole trade-off curve.
 //
 //   remat::sweep_result s = remat::sweep(chain, {.solvers = {remat::solver::optimal,
 //                                                            remat::solver::chen_sqrt}});
@@ -11,14 +12,22 @@
 // than storing everything. A budget at which a solver finds nothing is an infeasible result, as
 // `remat::solve` returns it; a solver that refuses the request (`exhaustive` on a long chain, a DP
 // table over its limit) throws `solver_error` from here as from `solve`.
+//
+// On exact sizes (`slots` = exact_units, the default) `optimal` and `checkpoint-only` run their
+// frontier DP once for the whole sweep: their results at the budgets are read back from it, and
+// `sweep_series::curve` holds a result at every point of their curve (`remat::trade_off`), so
+// that a chart or a table of the sweep has every budget where their makespan drops, not only
+// the sampled ones.
 #pragma once
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
+#include <remat/detail/dp/frontier_dp.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
 #include <remat/solve.hpp>
 #include <remat/solver_options.hpp>
+#include <remat/solvers/optimal.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -53,6 +62,12 @@ struct sweep_series {
   /// The least budget at which this solver, with the sweep's options, finds a schedule
   /// (`solve_result::no_budget` when none does); it may lie outside the sweep's range.
   size_type min_feasible_budget = solve_result::no_budget;
+  /// `optimal` and `checkpoint-only` on exact sizes: a result at every point of the solver's
+  /// curve (`remat::trade_off`), in increasing budget, strictly decreasing makespan. Each is the
+  /// result `solve` returns at the point's budget, with the point's makespan (on thinned
+  /// frontiers, `epsilon` > 0, at most the point's, and a point whose schedule is no faster than
+  /// the previous one's is left out). Empty for the other solvers and with slots.
+  std::vector<solve_result> curve;
 };
 
 struct sweep_result {
@@ -100,8 +115,27 @@ struct sweep_fn {
                                         .slots = options.slots,
                                         .max_table_bytes = options.max_table_bytes,
                                         .threads = options.threads};
+    // On exact sizes one frontier DP per DP solver serves every budget (and the least budget).
+    const bool exact = options.slots == exact_units;
+    const auto has_frontier = [&](remat::solver s) {
+      return exact && (s == solver::optimal || s == solver::checkpoint_only);
+    };
+    const auto branches_of = [](remat::solver s) {
+      return s == solver::optimal ? dp_branches::tape_and_checkpoint : dp_branches::checkpoint_only;
+    };
+    std::vector<std::pair<remat::solver, exact_solver>> frontiers;
+    frontiers.reserve(2);  // references into it stay valid
+    const auto frontier_of = [&](remat::solver s) -> exact_solver& {
+      for (auto& [which, f] : frontiers)
+        if (which == s) return f;
+      solve_options o = optimal_options;
+      o.solver = s;
+      frontiers.emplace_back(s, prepare_exact(c, o, s, branches_of(s)));
+      return frontiers.back().second;
+    };
     // The least budget does not depend on the budget asked for; 0 costs no table.
-    const size_type least = solve_optimal(c, 0, optimal_options).min_feasible_budget;
+    const size_type least = exact ? frontier_of(solver::optimal).min_feasible_budget
+                                  : solve_optimal(c, 0, optimal_options).min_feasible_budget;
     if (least == solve_result::no_budget)
       throw_solver_error("optimal: no budget is feasible with " + std::to_string(options.slots) +
                          " slots; use more slots");
@@ -114,9 +148,24 @@ struct sweep_fn {
       series.solver = s;
       solve_options o = optimal_options;
       o.solver = s;
-      for (const size_type b : out.budgets) {
-        series.results.push_back(solve(c, b, o));
-        if (options.progress) options.progress(++done, total);
+      if (has_frontier(s)) {
+        exact_solver& f = frontier_of(s);
+        for (const size_type b : out.budgets) {
+          series.results.push_back(exact_result_at(c, f, b, o, s, branches_of(s)));
+          if (options.progress) options.progress(++done, total);
+        }
+        for (const frontier_point& p : f.f.table.root()) {
+          solve_result r = exact_result_at(c, f, f.f.md.x[0] + p.m, o, s, branches_of(s));
+          if (!r.feasible) continue;
+          if (!series.curve.empty() && !(r.plan.makespan < series.curve.back().plan.makespan))
+            continue;
+          series.curve.push_back(std::move(r));
+        }
+      } else {
+        for (const size_type b : out.budgets) {
+          series.results.push_back(solve(c, b, o));
+          if (options.progress) options.progress(++done, total);
+        }
       }
       series.min_feasible_budget = series.results.front().min_feasible_budget;
       out.series.push_back(std::move(series));

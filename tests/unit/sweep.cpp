@@ -3,6 +3,7 @@
 #include <remat/io/chain_json.hpp>
 #include <remat/solve.hpp>
 #include <remat/sweep.hpp>
+#include <remat/trade_off.hpp>
 
 #include <doctest/doctest.h>
 
@@ -23,6 +24,44 @@ const std::string tiny = std::string(REMAT_SOURCE_DIR) + "/tests/data/chains/tin
 
 std::vector<remat::solver> every_solver() {
   return {std::begin(remat::all_solvers), std::end(remat::all_solvers)};
+}
+
+// A series' curve: the points of `remat::trade_off` for the DP solvers on exact sizes (empty
+// otherwise), each the result `solve` gives at the point's budget, its schedule replaying at the
+// point's makespan within the point's budget; strictly decreasing makespans.
+void check_curve(const remat::chain& c, const remat::sweep_options& o,
+                 const remat::sweep_series& series) {
+  const bool dp =
+      series.solver == remat::solver::optimal || series.solver == remat::solver::checkpoint_only;
+  if (!dp || o.slots != remat::exact_units) {
+    CHECK(series.curve.empty());
+    return;
+  }
+  const remat::solve_options so{.solver = series.solver, .slots = o.slots};
+  const remat::trade_off_result t = remat::trade_off(c, so);
+  REQUIRE(t.epsilon == 0);
+  REQUIRE(series.curve.size() == t.points.size());
+  REQUIRE(!series.curve.empty());
+  CHECK(series.curve.front().budget == series.min_feasible_budget);
+  for (std::size_t k = 0; k < series.curve.size(); ++k) {
+    const remat::solve_result& r = series.curve[k];
+    CAPTURE(k);
+    CAPTURE(r.budget);
+    CHECK(r.budget == t.points[k].budget);
+    REQUIRE(r.feasible);
+    // The point's makespan; at the fastest schedule's peak that schedule's, replayed (the same
+    // sum in another order).
+    CHECK(r.plan.makespan == doctest::Approx(t.points[k].makespan).epsilon(1e-12));
+    CHECK(r == remat::solve(c, r.budget, so));
+    const remat::replay_result replayed = remat::simulate(c, r.plan);
+    REQUIRE(replayed.valid());
+    CHECK(replayed.peak_memory <= r.budget);
+    CHECK(replayed.makespan == doctest::Approx(t.points[k].makespan).epsilon(1e-12));
+    if (k > 0) {
+      CHECK(r.budget > series.curve[k - 1].budget);
+      CHECK(r.plan.makespan < series.curve[k - 1].plan.makespan);
+    }
+  }
 }
 
 // What holds of every sweep: the range, the spacing, one result per budget and solver, each one
@@ -65,7 +104,7 @@ void check_sweep(const remat::chain& c, const remat::sweep_options& o,
       CHECK(r.feasible == (r.min_feasible_budget != remat::solve_result::no_budget &&
                            s.budgets[k] >= r.min_feasible_budget));
       const remat::solve_options so{.solver = series.solver, .slots = o.slots};
-      CHECK(r.plan == remat::solve(c, s.budgets[k], so).plan);
+      CHECK(r == remat::solve(c, s.budgets[k], so));
       if (!r.feasible) {
         CHECK(r.plan.ops.empty());
         continue;
@@ -76,6 +115,7 @@ void check_sweep(const remat::chain& c, const remat::sweep_options& o,
       CHECK(replayed.peak_memory == r.plan.peak_memory);
       CHECK(replayed.makespan == doctest::Approx(r.plan.makespan).epsilon(1e-12));
     }
+    check_curve(c, o, series);
   }
 }
 

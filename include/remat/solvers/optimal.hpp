@@ -147,32 +147,50 @@ constexpr exact_frontier solve_frontier(const chain& c, const solve_options& opt
   return f;
 }
 
-// The exact solve: the frontier DP on the chain's own sizes (thinned where the limits say), the
-// least budget its root's first point, the schedule read back at the budget.
-constexpr solve_result solve_exact(const chain& c, size_type budget, const solve_options& options,
-                                   solver which, dp_branches branches) {
-  if (budget < 0) throw_solver_error("the budget must be >= 0");
-  const exact_frontier f = solve_frontier(c, options, which, branches);
-  const model& md = f.md;
-  const interval_bounds& bounds = f.bounds;
-  const frontier_table& t = f.table;
-  const double epsilon = f.epsilon;
-  solve_result out;
-  out.budget = budget;
-  out.epsilon = epsilon;
-  const std::vector<frontier_point>& root = t.root();
-  out.min_feasible_budget = root.empty() ? solve_result::no_budget : md.x[0] + root.front().m;
+// An exact solve for any number of budgets: the frontier DP on the chain's own sizes (thinned
+// where the limits say) run once, the least budget its root's first point, the fastest schedule,
+// and, for thinned frontiers only, the DP thinned the other way that the loss bounds compare
+// with, run on first use.
+struct exact_solver {
+  exact_frontier f;
+  fastest_schedule fastest;
+  size_type min_feasible_budget = solve_result::no_budget;
+  frontier_table low;
+  bool has_low = false;
+};
+
+constexpr exact_solver prepare_exact(const chain& c, const solve_options& options, solver which,
+                                     dp_branches branches) {
+  exact_solver s;
+  s.f = solve_frontier(c, options, which, branches);
+  const std::vector<frontier_point>& root = s.f.table.root();
+  s.min_feasible_budget = root.empty() ? solve_result::no_budget : s.f.md.x[0] + root.front().m;
   // The fastest schedule is the answer wherever its peak fits, whatever the frontier says there:
   // at sizes whose sums pass 2^62 the DP's arithmetic saturates and its root can miss it (found
   // by fuzz_solvers: one stage with a 2^62 tape and a loss overhead of 2^62 - 1, budget 2^63 - 1).
-  fastest_schedule fastest = fastest_schedule_of(c, branches);
-  out.min_feasible_budget = fastest.lower(out.min_feasible_budget);
-  if (fastest.bytes.peak_memory <= budget) {
-    solve_result r = finish(c, which, budget, std::move(fastest.ops), fastest.bytes.makespan);
+  s.fastest = fastest_schedule_of(c, branches);
+  s.min_feasible_budget = s.fastest.lower(s.min_feasible_budget);
+  return s;
+}
+
+// The result of `prepare_exact`'s solve at `budget`: the schedule read back at that memory.
+constexpr solve_result exact_result_at(const chain& c, exact_solver& s, size_type budget,
+                                       const solve_options& options, solver which,
+                                       dp_branches branches) {
+  if (budget < 0) throw_solver_error("the budget must be >= 0");
+  const model& md = s.f.md;
+  const frontier_table& t = s.f.table;
+  const double epsilon = s.f.epsilon;
+  solve_result out;
+  out.budget = budget;
+  out.epsilon = epsilon;
+  out.min_feasible_budget = s.min_feasible_budget;
+  if (s.fastest.bytes.peak_memory <= budget) {
+    solve_result r = finish(c, which, budget, s.fastest.ops, s.fastest.bytes.makespan);
     r.min_feasible_budget = out.min_feasible_budget;
     return r;
   }
-  if (root.empty() || budget < out.min_feasible_budget) return out;
+  if (t.root().empty() || budget < out.min_feasible_budget) return out;
   const size_type m = budget - md.x[0];
   const double value = t.value(0, md.L, m);
   if (!(value < infinite_time)) throw_makespan_overflow(which);
@@ -184,21 +202,33 @@ constexpr solve_result solve_exact(const chain& c, size_type budget, const solve
   r.epsilon = epsilon;
   if (epsilon > 0) {
     // The bounds, against the DP thinned the other way (never above exact).
-    const frontier_table low = frontier_dp(
-        md, bounds,
-        {.branches = branches, .epsilon = epsilon, .side = thinning::optimistic,
-         .threads = dp_threads(options.threads)});
-    const double floor_value = low.value(0, md.L, m);
+    if (!s.has_low) {
+      s.low = frontier_dp(md, s.f.bounds,
+                          {.branches = branches,
+                           .epsilon = epsilon,
+                           .side = thinning::optimistic,
+                           .threads = dp_threads(options.threads)});
+      s.has_low = true;
+    }
+    const double floor_value = s.low.value(0, md.L, m);
     r.makespan_loss = floor_value > 0 ? makespan / floor_value - 1 : 0;
     // The last memory at which the lower bound is still >= the makespan: the exact optimum
     // there is no faster than this schedule.
-    const std::vector<frontier_point>& lr = low.root();
+    const std::vector<frontier_point>& lr = s.low.root();
     auto it = std::find_if(lr.begin(), lr.end(),
                            [&](const frontier_point& p) { return p.t < makespan; });
     const size_type equal = it == lr.end() ? m : std::min(m, it->m - 1);
     r.memory_loss = static_cast<double>(m - equal) / static_cast<double>(budget);
   }
   return r;
+}
+
+// The exact solve at one budget.
+constexpr solve_result solve_exact(const chain& c, size_type budget, const solve_options& options,
+                                   solver which, dp_branches branches) {
+  if (budget < 0) throw_solver_error("the budget must be >= 0");
+  exact_solver s = prepare_exact(c, options, which, branches);
+  return exact_result_at(c, s, budget, options, which, branches);
 }
 
 // The solve with slots: discretize, the least budget with these slots, the dense DP up to the

@@ -2,6 +2,7 @@
 // error of chain-format.md, budget units, and the JSON form checked against the simulator.
 #include <remat/io/chain_json.hpp>
 #include <remat/solve.hpp>
+#include <remat/trade_off.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -29,6 +30,9 @@ const std::string exe = REMAT_SOLVE_EXE;
 const fs::path data = fs::path(REMAT_SOURCE_DIR) / "tests" / "data";
 const std::string tiny = (data / "chains" / "tiny-mlp.json").string();
 const std::string resnet = (data / "chains" / "resnet18-rockmate.json").string();
+// A chain whose curve has many more points than a sweep has budgets.
+const std::string resnet101 =
+    (fs::path(REMAT_SOURCE_DIR) / "examples" / "chains" / "resnet101-b32-224-fp32.json").string();
 
 using remat::testing::run_result;
 using remat::testing::scratch_dir;
@@ -364,19 +368,26 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     const scratch_dir dir("sweep");
     const std::string csv = (dir.path() / "sweep.csv").string();
     const std::string svg = (dir.path() / "sweep.svg").string();
-    const run_result r = run({resnet, "--sweep", "--slots", "exact", "--points", "12", "--solver",
-                              "optimal,chen-sqrt,revolve,store-all", "--csv", csv, "--plot", svg});
+    const run_result r =
+        run({resnet101, "--sweep", "--slots", "exact", "--points", "12", "--solver",
+             "optimal,chen-sqrt,revolve,store-all", "--csv", csv, "--plot", svg});
     CHECK(r.status == 0);
     CHECK(r.err.empty());
-    CHECK(r.out.starts_with("chain      resnet18-rockmate (13 stages"));
+    CHECK(r.out.starts_with("chain      resnet101-b32-224-fp32 (35 stages"));
 
-    const remat::io::chain_file f = remat::io::read_chain_file(resnet);
+    const remat::io::chain_file f = remat::io::read_chain_file(resnet101);
     const auto all = remat::store_all_ops(static_cast<std::int32_t>(f.chain.length()));
     const remat::replay_result base = remat::simulate(f.chain, std::span<const remat::op>(all));
     const long long least =
         remat::solve_optimal(f.chain, 0, {.slots = remat::exact_units}).min_feasible_budget;
+    const remat::trade_off_result curve = remat::trade_off(f.chain);
+    REQUIRE(curve.epsilon == 0);
+    REQUIRE(curve.points.size() > 12);  // so that the curve adds budgets to the sweep's
+    CHECK(r.out.find("curves     optimal " + std::to_string(curve.points.size()) +
+                     " points: every budget\n") != std::string::npos);
 
-    // The CSV: the header, then 12 budgets x 4 solvers, budgets outer.
+    // The CSV: the header, then the 12 budgets x 4 solvers and optimal at every point of its
+    // curve, budgets outer.
     std::ifstream in(csv);
     std::string line;
     REQUIRE(std::getline(in, line));
@@ -384,9 +395,11 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
           "budget,budget_fraction,solver,feasible,makespan,makespan_ratio,peak_memory,"
           "min_feasible_budget");
     const std::vector<std::string> solvers = {"optimal", "chen-sqrt", "revolve", "store-all"};
-    std::vector<long long> budgets;
+    std::vector<long long> budgets;                     // where every solver has a row
+    std::vector<std::pair<long long, double>> optimal;  // optimal's rows
+    long long last_budget = -1;
+    std::size_t last_solver = 0;
     int rows = 0;
-    double last_optimal = 1e300;
     while (std::getline(in, line)) {
       CAPTURE(line);
       std::vector<std::string> cells;
@@ -399,9 +412,15 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
       }
       REQUIRE(cells.size() == 8);
       const long long budget = std::stoll(cells[0]);
-      CHECK(cells[2] == solvers[static_cast<std::size_t>(rows) % solvers.size()]);
-      if (rows % 4 == 0) budgets.push_back(budget);
-      CHECK(budget == budgets.back());
+      const auto solver = static_cast<std::size_t>(
+          std::find(solvers.begin(), solvers.end(), cells[2]) - solvers.begin());
+      REQUIRE(solver < solvers.size());
+      // Budgets outer, increasing; the solvers in the requested order within a budget.
+      CHECK(budget >= last_budget);
+      if (budget == last_budget) CHECK(solver > last_solver);
+      if (solver == 1) budgets.push_back(budget);
+      last_budget = budget;
+      last_solver = solver;
       CHECK(std::stod(cells[1]) ==
             doctest::Approx(static_cast<double>(budget) / static_cast<double>(base.peak_memory)));
       CHECK((cells[3] == "true" || cells[3] == "false"));
@@ -410,11 +429,9 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
         CHECK(std::stod(cells[5]) == doctest::Approx(makespan / base.makespan));
         CHECK(std::stoll(cells[6]) <= budget);
         CHECK(std::stoll(cells[7]) <= budget);
-        if (cells[2] == "optimal") {
-          CHECK(makespan <= last_optimal);  // never slower with more memory
-          last_optimal = makespan;
-        }
+        if (solver == 0) optimal.emplace_back(budget, makespan);
       } else {
+        CHECK(solver != 0);  // optimal fits every budget of its sweep
         CHECK(cells[4].empty());
         CHECK(cells[5].empty());
         CHECK(cells[6].empty());
@@ -422,10 +439,28 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
       }
       ++rows;
     }
-    CHECK(rows == 48);
     REQUIRE(budgets.size() == 12);
     CHECK(budgets.front() == least);
     CHECK(budgets.back() == base.peak_memory);
+    // Optimal: at the 12 budgets and at every point of its curve, with the curve's makespans,
+    // never slower with more memory.
+    std::size_t on_curve = 0;
+    for (std::size_t k = 0; k < optimal.size(); ++k) {
+      CAPTURE(optimal[k].first);
+      if (k > 0) CHECK(optimal[k].second <= optimal[k - 1].second);
+      const bool sampled =
+          std::find(budgets.begin(), budgets.end(), optimal[k].first) != budgets.end();
+      const auto point = std::find_if(
+          curve.points.begin(), curve.points.end(),
+          [&](const remat::trade_off_point& p) { return p.budget == optimal[k].first; });
+      CHECK((sampled || point != curve.points.end()));
+      if (point != curve.points.end()) {
+        ++on_curve;
+        CHECK(optimal[k].second == doctest::Approx(point->makespan).epsilon(1e-12));
+      }
+    }
+    CHECK(on_curve == curve.points.size());
+    CHECK(rows == static_cast<int>(3 * budgets.size() + optimal.size()));
 
     // The SVG: well-formed XML, one polyline per solver, the chain's name in the title.
     const std::string doc = slurp(svg);
@@ -436,7 +471,15 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
          at = doc.find("<polyline", at + 1))
       ++polylines;
     CHECK(polylines == solvers.size());
-    CHECK(doc.find("<title>resnet18-rockmate: makespan against memory budget</title>") !=
+    // Optimal's line is its curve as a step function: each point, and a corner before each but
+    // the first (the last point is the store-all peak, where the sweep ends).
+    const std::size_t optimal_line = doc.rfind("<polyline points=\"", doc.find("<title>optimal"));
+    REQUIRE(optimal_line != std::string::npos);
+    const std::size_t first = optimal_line + std::strlen("<polyline points=\"");
+    const std::string vertices = doc.substr(first, doc.find('"', first) - first);
+    CHECK(static_cast<std::size_t>(std::count(vertices.begin(), vertices.end(), ' ')) + 1 ==
+          2 * curve.points.size() - 1);
+    CHECK(doc.find("<title>resnet101-b32-224-fp32: makespan against memory budget</title>") !=
           std::string::npos);
     for (const std::string& s : solvers) CHECK(doc.find(">" + s + "</text>") != std::string::npos);
     CHECK(doc.find("memory budget / store-all peak memory") != std::string::npos);
