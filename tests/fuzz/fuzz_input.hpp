@@ -65,6 +65,7 @@ class byte_reader {
       const std::uint8_t o = byte();
       s.forward_overhead = (o & 1U) != 0 ? size() : 0;
       s.backward_overhead = (o & 2U) != 0 ? size() : 0;
+      if ((o & 4U) != 0) s.recording_overhead = size();  // docs/recording-overhead.md
       c.stages.push_back(s);
     }
     return c;

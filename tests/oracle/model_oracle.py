@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Cross-checks remat-solve against an independent implementation of MODEL.md.
 
-Written from the formulas of docs/MODEL.md, not from the C++: a memoized recursion for OPT(i, l, m),
+Written from the formulas of docs/MODEL.md (with the recording overheads of the repository's
+docs/recording-overhead.md: F_all(k) peaks at held + fa[k], fa = ft where a stage gives none),
+not from the C++: a memoized recursion for OPT(i, l, m),
 the smallest feasible budget by scanning m, and a replay simulator following the op table. On random
 small chains (zero sizes included, overheads up to twice the tape, 1..8 stages) and budgets around
 the interesting thresholds, it runs
@@ -31,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class Model:
-    """MODEL.md's arrays: x[0..L+1], xb[0..L+1], fw/ft/bw/bt[0..L] (index L is the loss)."""
+    """MODEL.md's arrays: x[0..L+1], xb[0..L+1], fw/ft/fa/bw/bt[0..L] (index L is the loss)."""
 
     def __init__(self, chain):
         stages = chain["stages"]
@@ -41,6 +43,7 @@ class Model:
         self.xb = [0] + [s["tape_size"] for s in stages] + [0]
         self.fw = [s["forward_time"] for s in stages] + [0.0]
         self.ft = [s.get("forward_overhead", 0) for s in stages] + [0]
+        self.fa = [s.get("recording_overhead", s.get("forward_overhead", 0)) for s in stages] + [0]
         self.bw = [s["backward_time"] for s in stages] + [loss.get("backward_time", 0.0)]
         self.bt = [s.get("backward_overhead", 0) for s in stages] + [loss.get("backward_overhead", 0)]
 
@@ -54,24 +57,25 @@ class PersistentDP:
 
     def _best(self, i, l, m):
         md = self.md
-        x, xb, fw, ft, bw, bt, L = md.x, md.xb, md.fw, md.ft, md.bw, md.bt, md.L
+        x, xb, fw, ft, fa, bw, bt, L = md.x, md.xb, md.fw, md.ft, md.fa, md.bw, md.bt, md.L
         if m < 0:
             return INF, None
         if i == l == L:
             return (bw[L], "loss") if m >= x[L] + bt[L] else (INF, None)
         if i == l:
-            fits = m >= x[i + 1] + xb[i + 1] + ft[i] and m >= x[i] + x[i + 1] + xb[i + 1] + bt[i]
+            fits = m >= x[i + 1] + xb[i + 1] + fa[i] and m >= x[i] + x[i + 1] + xb[i + 1] + bt[i]
             return (fw[i] + bw[i], "base") if fits else (INF, None)
-        inner = max([x[i + 1] + ft[i]] + [x[k] + x[k + 1] + ft[k] for k in range(i + 1, l)])
-        if m < x[l + 1] + inner:
-            return INF, None
+        # No mmin: each branch checks the peaks of its own ops (with fa = ft, MODEL.md's mmin is
+        # implied by them, so this is its DP).
         value, choice = INF, None
-        if m >= x[l + 1] + xb[i + 1] + ft[i] and m >= x[i] + x[i + 1] + xb[i + 1] + bt[i]:
+        if m >= x[l + 1] + xb[i + 1] + fa[i] and m >= x[i] + x[i + 1] + xb[i + 1] + bt[i]:
             v = fw[i] + bw[i] + self.best(i + 1, l, m - xb[i + 1])[0]
             if v < value:
                 value, choice = v, "tape"
         for j in range(i + 1, l + 1):
-            if m >= x[j]:
+            # F_ck(i), F_none(i+1 .. j-1), with g_{l+1} held.
+            forwards = max([x[i + 1] + ft[i]] + [x[k] + x[k + 1] + ft[k] for k in range(i + 1, j)])
+            if m >= x[j] and m >= x[l + 1] + forwards:
                 v = sum(fw[i:j]) + self.best(j, l, m - x[j])[0] + self.best(i, j - 1, m)[0]
                 if v < value:
                     value, choice = v, j
@@ -162,7 +166,7 @@ def replay(md, ops):
                 if not has_input:
                     raise ReplayError(f"op {n} {name}({k}): no input")
                 add(("t", k + 1) if name == "F_all" else ("a", k + 1))
-                op_peak = memory + md.ft[k]
+                op_peak = memory + (md.fa[k] if name == "F_all" else md.ft[k])
                 if name == "F_none":
                     drop(("a", k))
                 time += md.fw[k]
@@ -197,12 +201,19 @@ def random_chain(rng):
     for _ in range(rng.randint(1, 8)):
         out = rng.choice([0, 0, rng.randint(0, 10)])
         tape = out + rng.choice([0, rng.randint(0, 10)])
-        stages.append({
+        stage = {
             "forward_time": time(), "backward_time": time(),
             "output_size": out, "tape_size": tape,
             "forward_overhead": rng.randint(0, 2 * tape),
             "backward_overhead": rng.randint(0, 2 * tape),
-        })
+        }
+        # A recording overhead on two thirds of the stages: below or at ft, or anywhere.
+        pick = rng.randint(0, 2)
+        if pick == 1:
+            stage["recording_overhead"] = rng.randint(0, stage["forward_overhead"])
+        elif pick == 2:
+            stage["recording_overhead"] = rng.randint(0, 2 * tape)
+        stages.append(stage)
     return {
         "format": "remat-chain/1",
         "input_size": rng.choice([0, rng.randint(0, 10)]),

@@ -8,14 +8,16 @@
 
 namespace remat::testing {
 
-/// `input 3, loss 1.5/2, stages [fw bw x xb ft bt]: [1 0.5 2 4 0 3] [...]`
+/// `input 3, loss 1.5/2, stages [fw bw x xb ft bt fa?]: [1 0.5 2 4 0 3] [1 1 2 2 5 0 fa=1] [...]`
+/// (fa only where a stage gives a recording overhead)
 inline std::string chain_text(const chain& c) {
   std::ostringstream out;
   out << "input " << c.input_size << ", loss " << c.loss_time << '/' << c.loss_overhead
-      << ", stages [fw bw x xb ft bt]:";
+      << ", stages [fw bw x xb ft bt fa?]:";
   for (const stage& s : c.stages)
     out << " [" << s.forward_time << ' ' << s.backward_time << ' ' << s.output_size << ' '
-        << s.tape_size << ' ' << s.forward_overhead << ' ' << s.backward_overhead << ']';
+        << s.tape_size << ' ' << s.forward_overhead << ' ' << s.backward_overhead
+        << (s.recording_overhead ? " fa=" + std::to_string(*s.recording_overhead) : "") << ']';
   return out.str();
 }
 

@@ -1,5 +1,7 @@
 // Random chains for property tests: small integer sizes (zeros included), overheads up to twice
-// the tape, times with a few distinct values so that ties happen.
+// the tape, times with a few distinct values so that ties happen. Recording overheads
+// (docs/recording-overhead.md): a third of the stages give none (fa = ft), the others one drawn
+// below or above the forward overhead, so every property test runs both.
 #pragma once
 
 #include <remat/chain.hpp>
@@ -14,6 +16,7 @@ struct random_chain_options {
   int max_stages = 8;
   size_type max_size = 10;  // outputs in 0..max_size, tapes in output..output+max_size
   bool overheads = true;    // overheads in 0..2*tape
+  bool recording_overheads = true;  // with overheads: fa != ft at about 2/3 of the stages
 };
 
 inline chain random_chain(std::mt19937_64& rng, const random_chain_options& o = {}) {
@@ -33,6 +36,13 @@ inline chain random_chain(std::mt19937_64& rng, const random_chain_options& o = 
     if (o.overheads) {
       s.forward_overhead = uniform(0, 2 * s.tape_size);
       s.backward_overhead = uniform(0, 2 * s.tape_size);
+      if (o.recording_overheads) {
+        // None, one at or below ft (the usual case: a recording forward keeps what a no-grad one
+        // holds as a transient), or one anywhere up to twice the tape.
+        const auto pick = uniform(0, 2);
+        if (pick == 1) s.recording_overhead = uniform(0, s.forward_overhead);
+        if (pick == 2) s.recording_overhead = uniform(0, 2 * s.tape_size);
+      }
     }
     c.stages.push_back(s);
   }

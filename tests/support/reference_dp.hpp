@@ -1,4 +1,6 @@
-// An independent, deliberately plain transcription of MODEL.md's dynamic program, used as an
+// An independent, deliberately plain transcription of MODEL.md's dynamic program, with the
+// recording overheads of docs/recording-overhead.md (fa[k] for F_all; fa = ft where a stage gives
+// none, and then it is MODEL.md's DP), used as an
 // oracle for the library's DP. It memoizes OPT(i, l, m) by recursion and shares nothing with
 // include/remat/solvers/optimal.hpp, so the two agreeing means something. Two knobs reproduce the
 // variants MODEL.md discusses: Rotor's tape-branch check, and the DP without the tape branch.
@@ -33,6 +35,7 @@ class reference_dp {
     xb_.assign(n + 2, 0);
     fw_.assign(n + 1, 0);
     ft_.assign(n + 1, 0);
+    fa_.assign(n + 1, 0);
     bw_.assign(n + 1, 0);
     bt_.assign(n + 1, 0);
     x_[0] = c.input_size;
@@ -41,6 +44,7 @@ class reference_dp {
       xb_[k + 1] = c.stages[k].tape_size;
       fw_[k] = c.stages[k].forward_time;
       ft_[k] = c.stages[k].forward_overhead;
+      fa_[k] = c.stages[k].recording_overhead.value_or(c.stages[k].forward_overhead);
       bw_[k] = c.stages[k].backward_time;
       bt_[k] = c.stages[k].backward_overhead;
     }
@@ -64,6 +68,7 @@ class reference_dp {
   size_type xb(int k) const { return xb_[static_cast<std::size_t>(k)]; }
   double fw(int k) const { return fw_[static_cast<std::size_t>(k)]; }
   size_type ft(int k) const { return ft_[static_cast<std::size_t>(k)]; }
+  size_type fa(int k) const { return fa_[static_cast<std::size_t>(k)]; }
   double bw(int k) const { return bw_[static_cast<std::size_t>(k)]; }
   size_type bt(int k) const { return bt_[static_cast<std::size_t>(k)]; }
 
@@ -81,22 +86,32 @@ class reference_dp {
   double compute(int i, int l, size_type m) {
     if (i == L_) return m >= x(L_) + bt(L_) ? bw(L_) : inf;
     const bool backward_fits = m >= x(i) + x(i + 1) + xb(i + 1) + bt(i);
-    if (i == l) return m >= x(i + 1) + xb(i + 1) + ft(i) && backward_fits ? fw(i) + bw(i) : inf;
+    if (i == l) return m >= x(i + 1) + xb(i + 1) + fa(i) && backward_fits ? fw(i) + bw(i) : inf;
 
-    size_type inner = x(i + 1) + ft(i);
-    for (int k = i + 1; k < l; ++k) inner = std::max(inner, x(k) + x(k + 1) + ft(k));
-    if (m < x(l + 1) + inner) return inf;
-
+    // In the exact DP no pruning bound: each branch checks the peaks of its own ops, nothing
+    // else (the library's mmin must change nothing). Rotor's DP needs mmin, whose tape branch
+    // check is not exact: mmin with each stage's cheaper forward (docs/recording-overhead.md).
+    if (o_.check == tape_check::rotor) {
+      auto cheaper = [&](int k) { return std::min(x(k + 1) + ft(k), xb(k + 1) + fa(k)); };
+      size_type inner = cheaper(i);
+      for (int k = i + 1; k < l; ++k) inner = std::max(inner, x(k) + cheaper(k));
+      if (m < x(l + 1) + inner) return inf;
+    }
     double best = inf;
     double forward = 0;
     for (int j = i + 1; j <= l; ++j) {
       forward += fw(j - 1);
       if (m < x(j)) continue;
+      // F_ck(i), then F_none(i+1) .. F_none(j-1), all with g_{l+1} held.
+      bool forwards_fit = m >= x(l + 1) + x(i + 1) + ft(i);
+      for (int k = i + 1; k < j; ++k)
+        forwards_fit = forwards_fit && m >= x(l + 1) + x(k) + x(k + 1) + ft(k);
+      if (!forwards_fit) continue;
       best = std::min(best, forward + opt(j, l, m - x(j)) + opt(i, j - 1, m));
     }
     if (o_.tape_branch) {
       const size_type held_gradient = o_.check == tape_check::exact ? x(l + 1) : x(i + 1);
-      if (m >= held_gradient + xb(i + 1) + ft(i) && backward_fits)
+      if (m >= held_gradient + xb(i + 1) + fa(i) && backward_fits)
         best = std::min(best, fw(i) + bw(i) + opt(i + 1, l, m - xb(i + 1)));
     }
     return best;
@@ -104,7 +119,7 @@ class reference_dp {
 
   reference_options o_;
   int L_ = 0;
-  std::vector<size_type> x_, xb_, ft_, bt_;
+  std::vector<size_type> x_, xb_, ft_, fa_, bt_;
   std::vector<double> fw_, bw_;
   std::vector<double> memo_;
 };

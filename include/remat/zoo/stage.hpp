@@ -296,6 +296,9 @@ class stage_recorder {
     recorded_stage r;
     r.costs.output_size = out_bytes;
     r.costs.tape_size = tape;
+    // One overhead for both forwards, the larger: the zoo's chains give no recording overhead
+    // (docs/recording-overhead.md), so they, and every result computed on them, stay as
+    // ZOO.md defines them. `recording_excess` alone would be F_all's.
     r.costs.forward_overhead = std::max({size_type{0}, plain_excess, recording_excess});
     r.costs.backward_overhead =
         add(input_differentiable_ ? bytes(input()) : 0, largest_intermediate);

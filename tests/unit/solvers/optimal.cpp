@@ -513,6 +513,8 @@ TEST_CASE("sizes all zero: everything fits in 0 and nothing is recomputed") {
     chain c = random_chain(rng);
     for (remat::stage& s : c.stages)
       s.output_size = s.tape_size = s.forward_overhead = s.backward_overhead = 0;
+    for (remat::stage& s : c.stages)
+      if (s.recording_overhead) s.recording_overhead = 0;
     c.input_size = c.loss_overhead = 0;
     INFO(chain_text(c));
     for (const solve_options& o : {exact, solve_options{}, solve_options{.slots = 7}}) {
@@ -524,6 +526,29 @@ TEST_CASE("sizes all zero: everything fits in 0 and nothing is recomputed") {
       CHECK(remat::simulate(c, r.plan).fits(0));
     }
   }
+}
+
+TEST_CASE("recording overheads: F_all peaks at fa, F_ck and F_none at ft") {
+  // x0 = 1, x1 = 1, xb1 = 2, ft = 10, no loss overhead. Store-all: F_all(0) holds 3, the loss 4,
+  // B(0) 5. With fa = 0 the least budget is 5; without a recording overhead (fa = ft) it is
+  // F_all's 3 + 10.
+  chain c;
+  c.input_size = 1;
+  c.stages = {{1, 1, 1, 2, 10, 0}};
+  for (const solve_options& o : {exact, solve_options{}, solve_options{.slots = 7}}) {
+    CHECK(remat::solve_optimal(c, 0, o).min_feasible_budget == 13);
+    c.stages[0].recording_overhead = 0;
+    const solve_result r = remat::solve_optimal(c, 5, o);
+    REQUIRE(r.feasible);
+    CHECK(r.min_feasible_budget == 5);
+    CHECK(r.plan.peak_memory == 5);
+    CHECK(remat::simulate(c, r.plan).fits(5));
+    c.stages[0].recording_overhead.reset();
+  }
+  // A recording overhead above ft: store-all at 3 + 20, and a checkpointing schedule cannot help
+  // a single stage.
+  c.stages[0].recording_overhead = 20;
+  CHECK(remat::solve_optimal(c, 0, exact).min_feasible_budget == 23);
 }
 
 TEST_CASE("one-stage chains") {

@@ -53,7 +53,8 @@ inline double need_dp_seconds(const chain& c, double runs) {
   double total = static_cast<double>(c.input_size) + static_cast<double>(c.loss_overhead);
   for (const stage& s : c.stages)
     total += static_cast<double>(s.output_size) + static_cast<double>(s.tape_size) +
-             static_cast<double>(s.forward_overhead) + static_cast<double>(s.backward_overhead);
+             static_cast<double>(s.forward_overhead) + static_cast<double>(s.backward_overhead) +
+             static_cast<double>(s.recording_overhead.value_or(0));
   const double rate =
       total < 4503599627370496.0 ? need_pairs_per_second : exact_need_pairs_per_second;
   return runs * need_dp_pairs(static_cast<std::int32_t>(c.length())) / rate;
@@ -67,7 +68,8 @@ inline double need_dp_runs(const chain& c, size_type slots) noexcept {
   if (slots == exact_units) return 1;
   size_type largest = std::max(c.input_size, c.loss_overhead);
   for (const stage& s : c.stages)
-    largest = std::max({largest, s.tape_size, s.forward_overhead, s.backward_overhead});
+    largest = std::max({largest, s.tape_size, s.forward_overhead, s.backward_overhead,
+                        s.recording_overhead.value_or(0)});
   return 5 + static_cast<double>(std::bit_width(static_cast<std::uint64_t>(largest)));
 }
 

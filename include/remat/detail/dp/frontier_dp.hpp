@@ -119,7 +119,7 @@ constexpr std::vector<std::int32_t> interval_classes(const model& md, std::int32
   const std::int32_t L = md.L;
   const auto n = static_cast<std::size_t>(L) + 1;
   struct token {
-    size_type x0, x1, xb1, ft, bt;
+    size_type x0, x1, xb1, ft, fa, bt;
     double fw, bw;
     bool loss;
     constexpr bool operator<(const token& o) const {
@@ -128,6 +128,7 @@ constexpr std::vector<std::int32_t> interval_classes(const model& md, std::int32
       if (x1 != o.x1) return x1 < o.x1;
       if (xb1 != o.xb1) return xb1 < o.xb1;
       if (ft != o.ft) return ft < o.ft;
+      if (fa != o.fa) return fa < o.fa;
       if (bt != o.bt) return bt < o.bt;
       if (fw != o.fw) return fw < o.fw;
       return bw < o.bw;
@@ -137,9 +138,9 @@ constexpr std::vector<std::int32_t> interval_classes(const model& md, std::int32
   tokens.reserve(n);
   for (std::size_t k = 0; k < n; ++k) {
     const bool loss = k == n - 1;
-    tokens.push_back({{md.x[k], loss ? 0 : md.x[k + 1], loss ? 0 : md.xb[k + 1], md.ft[k], md.bt[k],
-                  md.fw[k], md.bw[k], loss},
-                 static_cast<std::int32_t>(k)});
+    tokens.push_back({{md.x[k], loss ? 0 : md.x[k + 1], loss ? 0 : md.xb[k + 1], md.ft[k], md.fa[k],
+                       md.bt[k], md.fw[k], md.bw[k], loss},
+                      static_cast<std::int32_t>(k)});
   }
   std::sort(tokens.begin(), tokens.end(), [](const auto& a, const auto& b) {
     if (a.first < b.first) return true;
@@ -307,9 +308,7 @@ constexpr void frontier_cell(const model& md, const interval_bounds& bounds, fro
     result.push_back({md.x[at(md.L)] + md.bt[at(md.L)], md.bw[at(md.L)], 0});
     return;
   }
-  const size_type tape_ops =
-      std::max(md.x[at(l + 1)] + md.xb[at(i + 1)] + md.ft[at(i)],
-               md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] + md.bt[at(i)]);
+  const size_type tape_ops = tape_ops_memory(md, i, l);
   if (i == l) {
     result.push_back({tape_ops, md.fw[at(i)] + md.bw[at(i)], 0});
     return;
@@ -323,12 +322,17 @@ constexpr void frontier_cell(const model& md, const interval_bounds& bounds, fro
                                std::max(tape_ops, mmin), 0);
   }
   double forward = 0;
+  size_type forwards = 0;  // checkpoint_forward_table's forwards(i, j)
   for (std::int32_t j = i + 1; j <= l; ++j) {
     forward += md.fw[at(j - 1)];
+    forwards = j == i + 1 ? md.x[at(i + 1)] + md.ft[at(i)]
+                          : std::max(forwards, md.x[at(j - 1)] + md.x[at(j)] + md.ft[at(j - 1)]);
     const std::vector<frontier_point>& R = t.of(j, l);
     const std::vector<frontier_point>& Lf = t.of(i, j - 1);
     if (R.empty() || Lf.empty()) continue;
-    if (frontier::merge_branch(s.next, s.best, R, md.x[at(j)], Lf, forward, mmin, j - i, s.work))
+    // The branch's floor: mmin, and its own forwards (docs/recording-overhead.md).
+    const size_type floor = std::max(mmin, md.x[at(l + 1)] + forwards);
+    if (frontier::merge_branch(s.next, s.best, R, md.x[at(j)], Lf, forward, floor, j - i, s.work))
       std::swap(s.best, s.next);
   }
   if (!md.exact_sums && !s.best.empty()) {

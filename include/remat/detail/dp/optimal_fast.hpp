@@ -210,9 +210,7 @@ struct fast_table {
     if (i == l || m >= bounds.store[c]) return 0;
     double best = infinite_time;
     std::int32_t choice = -1;
-    const size_type tape_ops =
-        std::max(md.x[at(l + 1)] + md.xb[at(i + 1)] + md.ft[at(i)],
-                 md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] + md.bt[at(i)]);
+    const size_type tape_ops = tape_ops_memory(md, i, l);
     if (branches == dp_branches::tape_and_checkpoint && m >= tape_ops && m >= md.xb[at(i + 1)]) {
       const double rest = get(i + 1, l, m - md.xb[at(i + 1)]);
       if (rest < infinite_time) {
@@ -221,8 +219,12 @@ struct fast_table {
       }
     }
     double forward = 0;
+    size_type forwards = 0;  // checkpoint_forward_table's forwards(i, j)
     for (std::int32_t j = i + 1; j <= l; ++j) {
       forward += md.fw[at(j - 1)];
+      forwards = j == i + 1 ? md.x[at(i + 1)] + md.ft[at(i)]
+                            : std::max(forwards, md.x[at(j - 1)] + md.x[at(j)] + md.ft[at(j - 1)]);
+      if (m < md.x[at(l + 1)] + forwards) break;
       if (m < md.x[at(j)]) continue;
       const double v = forward + get(j, l, m - md.x[at(j)]) + get(i, j - 1, m);
       if (v < best) {
@@ -371,7 +373,11 @@ class dp {
   // `cols` (may be null: no window) must be `columns(L, t.last_m)`, fresh, and used by this DP
   // only.
   dp(const model& md, fast_table& t, columns* cols)
-      : md_(md), t_(t), info_(t.offset.size()), cols_(md.exact_sums ? cols : nullptr) {
+      : md_(md),
+        t_(t),
+        info_(t.offset.size()),
+        forwards_(checkpoint_forward_table(md)),
+        cols_(md.exact_sums ? cols : nullptr) {
     for (std::size_t c = 0; c < info_.size(); ++c)
       info_[c] = {t.bounds.need[c], t.bounds.store[c], t.bounds.S[c], t.offset[c],
                   t.sample_offset[c]};
@@ -725,11 +731,15 @@ class dp {
     const std::int64_t* arg = cols_->arg.data() + at(cs.l) * cols_->stride;
     // reach[k] = reach(i, i + k)
     const size_type* reach = reach_.data() + interval_index(md_.L, cs.i, cs.i);
+    // forwards[k] = forwards(i, i + 1 + k): split point j = i + 1 + k exists at m only from
+    // x[l+1] + forwards[k] on (docs/recording-overhead.md), and non-decreasing in k like reach.
+    const size_type* forwards = forwards_.data() + interval_index(md_.L, cs.i, cs.i);
+    const size_type held = md_.x[at(cs.l + 1)];
     const std::int64_t i = cs.i;
     std::int64_t k = cs.l - 1 - i;  // the split points j <= i + 1 + k pass at m
     size_type from = cs.b + 1;
     auto pass_below = [&](size_type m) {  // lowers k to the bound at m
-      while (k >= 0 && reach[k] > m) --k;
+      while (k >= 0 && (reach[k] > m || held + forwards[k] > m)) --k;
       return i + 1 + k;
     };
     for (; from >= cs.a + 4; from -= 4) {
@@ -774,9 +784,7 @@ class dp {
   // The tape branch: fw[i] + bw[i] + OPT(i+1, l, m - xb[i+1]).
   [[gnu::always_inline]] inline void tape(std::int32_t i, std::int32_t l, size_type a, size_type b,
                                           double* best) const {
-    const size_type tape_ops =
-        std::max(md_.x[at(l + 1)] + md_.xb[at(i + 1)] + md_.ft[at(i)],
-                 md_.x[at(i)] + md_.x[at(i + 1)] + md_.xb[at(i + 1)] + md_.bt[at(i)]);
+    const size_type tape_ops = tape_ops_memory(md_, i, l);
     const double fb = md_.fw[at(i)] + md_.bw[at(i)];
     const std::size_t cr = interval_index(md_.L, i + 1, l);
     const size_type shift = md_.xb[at(i + 1)];
@@ -799,8 +807,10 @@ class dp {
     if (j < l) prefetch_next(cs, j + 1);
     br.acc = acc;
     const size_type shift = md_.x[at(j)];
+    // The branch's own forwards (docs/recording-overhead.md): below, it does not exist.
+    const size_type forwards = md_.x[at(l + 1)] + forwards_[interval_index(md_.L, i, j - 1)];
     if (right.need == unreachable || left.need == unreachable ||
-        std::max(right.need + shift, left.need) > cs.b) {
+        std::max({right.need + shift, left.need, forwards}) > cs.b) {
       br.from = unreachable;
       return;
     }
@@ -808,7 +818,7 @@ class dp {
     br.r_st = add_or_unreachable(right.store, shift);
     br.l_lo = left.need;
     br.l_st = left.store;
-    br.from = std::max(br.r_lo, br.l_lo);
+    br.from = std::max({br.r_lo, br.l_lo, forwards});
     br.r = t_.value.data() + right.offset;
     br.lf = t_.value.data() + left.offset;
     br.r_const = right.S;
@@ -881,6 +891,9 @@ class dp {
   std::vector<interval_info> info_;
   std::vector<double> prefix_;    // P(j) = sum over k < j of 2 fw[k] + bw[k]
   std::vector<size_type> reach_;  // [interval (i, k)]: max over k' in [i, k] of store(i, k')
+  // [interval (i, j - 1)]: forwards(i, j), the peak above g_{l+1} of the forwards of the
+  // checkpoint branch at j (`checkpoint_forward_table`)
+  std::vector<size_type> forwards_;
   columns* cols_;
 #if REMAT_DETAIL_AVX2_CLONE
   bool avx2_ = __builtin_cpu_supports("avx2");

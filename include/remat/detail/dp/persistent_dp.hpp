@@ -34,13 +34,58 @@ constexpr std::size_t interval_count(std::int32_t L) noexcept {
   return n * (n + 1) / 2;
 }
 
-// The memory below which OPT(i, l, .) is infinite for every branch (MODEL.md's mmin), i < l.
+// With recording overheads (docs/recording-overhead.md) a forward of stage k peaks at
+// x[k+1] + ft[k] above what it holds when it is F_none or F_ck, at xb[k+1] + fa[k] when it is
+// F_all. `least_forward(md, k)` is the smaller: what any forward of stage k adds at its peak.
+constexpr size_type least_forward(const model& md, std::int32_t k) noexcept {
+  const auto at = static_cast<std::size_t>(k);
+  return std::min(md.x[at + 1] + md.ft[at], md.xb[at + 1] + md.fa[at]);
+}
+
+// A lower bound of the memory of every persistent schedule of (i, l), i < l (MODEL.md's mmin,
+// with recording overheads): each stage k in i .. l-1 runs forward at least once while g_{l+1}
+// is held, its input held too (counted for k > i), so
+//   mmin = x[l+1] + max(least_forward(i), max_{i<k<l} x[k] + least_forward(k)).
+// With fa = ft, least_forward(k) = x[k+1] + ft[k] (xb >= x) and this is MODEL.md's mmin. It is a
+// pruning bound only: the checkpoint branch checks its own forwards (`checkpoint_forwards`), the
+// tape branch its F_all, so OPT below mmin is infinite by the branches' own conditions.
 constexpr size_type necessary_memory(const model& md, std::int32_t i, std::int32_t l) {
   auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
-  size_type inner = md.x[at(i + 1)] + md.ft[at(i)];
+  size_type inner = least_forward(md, i);
   for (std::int32_t k = i + 1; k < l; ++k)
-    inner = std::max(inner, md.x[at(k)] + md.x[at(k + 1)] + md.ft[at(k)]);
+    inner = std::max(inner, md.x[at(k)] + least_forward(md, k));
   return md.x[at(l + 1)] + inner;
+}
+
+// The forwards the checkpoint branch of (i, l) at split point j runs before its right part,
+// F_ck(i), F_none(i+1) .. F_none(j-1), peak at x[l+1] plus
+//   forwards(i, j) = max(x[i+1] + ft[i], max_{i<k<j} x[k] + x[k+1] + ft[k])
+// (g_{l+1} held throughout; F_none(k) holds a_k beside a_{k+1}). Non-decreasing in j. MODEL.md
+// checks these peaks through mmin, whose terms for k >= j the right part's own cells imply when
+// fa = ft; with fa < ft they no longer do (its F_all may peak lower), so the branch checks
+// exactly its own forwards: m >= x[l+1] + forwards(i, j). With fa = ft this is the same DP.
+// The table: forwards(i, j) at [interval_index(L, i, j - 1)] for 0 <= i < j <= L (a row's values
+// are contiguous in j).
+constexpr std::vector<size_type> checkpoint_forward_table(const model& md) {
+  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+  std::vector<size_type> t(interval_count(md.L), 0);
+  for (std::int32_t i = 0; i < md.L; ++i) {
+    size_type f = md.x[at(i + 1)] + md.ft[at(i)];
+    t[interval_index(md.L, i, i)] = f;
+    for (std::int32_t j = i + 2; j <= md.L; ++j) {
+      f = std::max(f, md.x[at(j - 1)] + md.x[at(j)] + md.ft[at(j - 1)]);
+      t[interval_index(md.L, i, j - 1)] = f;
+    }
+  }
+  return t;
+}
+
+// The tape ops of stage i in interval (i, l): F_all(i) with g_{l+1} held, and B(i) (also the base
+// case, l = i).
+constexpr size_type tape_ops_memory(const model& md, std::int32_t i, std::int32_t l) noexcept {
+  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+  return std::max(md.x[at(l + 1)] + md.xb[at(i + 1)] + md.fa[at(i)],
+                  md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] + md.bt[at(i)]);
 }
 
 // Which branches a DP may take. Without the tape branch (only F_ck/F_none, and F_all(i), B(i) as
@@ -89,9 +134,7 @@ constexpr least_peak_table least_peak_dp(const model& md,
         consider(md.x[at(L)] + md.bt[at(L)], md.bw[at(L)], 0);
       } else {
         // F_all(i) and B(i) with g_{l+1} held (the base case is l = i).
-        const size_type tape_ops =
-            std::max(md.x[at(l + 1)] + md.xb[at(i + 1)] + md.ft[at(i)],
-                     md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] + md.bt[at(i)]);
+        const size_type tape_ops = tape_ops_memory(md, i, l);
         if (i == l) {
           consider(tape_ops, md.fw[at(i)] + md.bw[at(i)], 0);
         } else {
@@ -101,12 +144,16 @@ constexpr least_peak_table least_peak_dp(const model& md,
             consider(std::max({tape_ops, md.xb[at(i + 1)] + rest, mmin}),
                      md.fw[at(i)] + md.bw[at(i)] + t.time[cell(i + 1, l)], 0);
           double forward = 0;
+          size_type forwards = 0;  // checkpoint_forward_table's forwards(i, j)
           for (std::int32_t j = i + 1; j <= l; ++j) {
             forward += md.fw[at(j - 1)];
+            forwards = j == i + 1
+                           ? md.x[at(i + 1)] + md.ft[at(i)]
+                           : std::max(forwards, md.x[at(j - 1)] + md.x[at(j)] + md.ft[at(j - 1)]);
             const size_type right = t.need[cell(j, l)];
             const size_type left = t.need[cell(i, j - 1)];
             if (right == unreachable || left == unreachable) continue;
-            consider(std::max({md.x[at(j)] + right, left, mmin}),
+            consider(std::max({md.x[at(j)] + right, left, mmin, md.x[at(l + 1)] + forwards}),
                      forward + t.time[cell(j, l)] + t.time[cell(i, j - 1)], j);
           }
         }
@@ -127,7 +174,7 @@ constexpr least_peak_table least_peak_dp(const model& md,
 inline bool need_in_doubles(const model& md) noexcept {
   constexpr double exact = 4503599627370496.0;  // 2^52
   double total = 0;
-  for (const std::vector<size_type>* v : {&md.x, &md.xb, &md.ft, &md.bt})
+  for (const std::vector<size_type>* v : {&md.x, &md.xb, &md.ft, &md.fa, &md.bt})
     for (const size_type s : *v) total += static_cast<double>(s);
   return total < exact;
 }
@@ -142,36 +189,43 @@ inline std::vector<size_type> persistent_need_fast(const model& md, dp_branches 
   std::vector<double> col(n * n, inf);              // [l * n + i]
   std::vector<double> x(md.x.size());
   for (std::size_t k = 0; k < x.size(); ++k) x[k] = d(md.x[k]);
+  // checkpoint_forward_table, in doubles: row i's forwards(i, i + 1 + k) at [interval_index(L, i,
+  // i) + k].
+  const std::vector<size_type> forwards_table = checkpoint_forward_table(md);
+  std::vector<double> forwards(forwards_table.size());
+  for (std::size_t c = 0; c < forwards.size(); ++c) forwards[c] = d(forwards_table[c]);
   for (std::int32_t l = 0; l <= L; ++l) {
-    double inner = -inf;  // max over i < k < l of x[k] + x[k+1] + ft[k]
+    double inner = -inf;  // max over i < k < l of x[k] + least_forward(k)
     for (std::int32_t i = l; i >= 0; --i) {
       double need = 0;
       if (i == L) {
         need = d(md.x[at(L)] + md.bt[at(L)]);
       } else {
-        const double tape_ops =
-            d(std::max(md.x[at(l + 1)] + md.xb[at(i + 1)] + md.ft[at(i)],
-                       md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] + md.bt[at(i)]));
+        const double tape_ops = d(tape_ops_memory(md, i, l));
         if (i == l) {
           need = tape_ops;
         } else {
-          const double mmin = x[at(l + 1)] + std::max(x[at(i + 1)] + d(md.ft[at(i)]), inner);
+          const double mmin = x[at(l + 1)] + std::max(d(least_forward(md, i)), inner);
           double best[4] = {inf, inf, inf, inf};
           if (branches == dp_branches::tape_and_checkpoint)
             best[0] = std::max(tape_ops, d(md.xb[at(i + 1)]) + col[at(l) * n + at(i + 1)]);
-          // Branch j = i + 1 + k: max(x[j] + need(j, l), need(i, j - 1)).
+          // Branch j = i + 1 + k: max(x[j] + need(j, l), need(i, j - 1), x[l+1] + forwards(i, j)).
           const double* xs = x.data() + at(i + 1);
           const double* right = col.data() + at(l) * n + at(i + 1);
           const double* left = row.data() + interval_index(L, i, i);
+          const double* fs = forwards.data() + interval_index(L, i, i);
+          const double xl = x[at(l + 1)];
           const auto width = static_cast<std::size_t>(l - i);
           std::size_t k = 0;
           for (; k + 4 <= width; k += 4)
             for (std::size_t u = 0; u < 4; ++u)
-              best[u] = std::min(best[u], std::max(xs[k + u] + right[k + u], left[k + u]));
-          for (; k < width; ++k) best[0] = std::min(best[0], std::max(xs[k] + right[k], left[k]));
+              best[u] = std::min(best[u], std::max(std::max(xs[k + u] + right[k + u], left[k + u]),
+                                                   xl + fs[k + u]));
+          for (; k < width; ++k)
+            best[0] = std::min(best[0], std::max(std::max(xs[k] + right[k], left[k]), xl + fs[k]));
           need = std::max(mmin, std::min(std::min(best[0], best[1]), std::min(best[2], best[3])));
         }
-        if (i < l) inner = std::max(inner, x[at(i)] + x[at(i + 1)] + d(md.ft[at(i)]));
+        if (i < l) inner = std::max(inner, x[at(i)] + d(least_forward(md, i)));
       }
       row[interval_index(L, i, l)] = need;
       col[at(l) * n + at(i)] = need;
@@ -243,9 +297,7 @@ constexpr interval_bounds make_interval_bounds(const model& md, std::vector<size
         b.S[c] = md.bw[at(L)];
         continue;
       }
-      const size_type tape_ops =
-          std::max(md.x[at(l + 1)] + md.xb[at(i + 1)] + md.ft[at(i)],
-                   md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] + md.bt[at(i)]);
+      const size_type tape_ops = tape_ops_memory(md, i, l);
       if (i == l) {
         b.store[c] = tape_ops;
         b.S[c] = md.fw[at(i)] + md.bw[at(i)];

@@ -56,8 +56,7 @@ constexpr void optimal_cell(const model& md, optimal_table& t, const interval_bo
       choice = 0;
     }
   } else {
-    const bool tape_ops_fit = m >= md.x[at(l + 1)] + md.xb[at(i + 1)] + md.ft[at(i)] &&
-                              m >= md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] + md.bt[at(i)];
+    const bool tape_ops_fit = m >= tape_ops_memory(md, i, l);
     if (i == l) {
       if (tape_ops_fit) {
         best = md.fw[at(i)] + md.bw[at(i)];
@@ -72,8 +71,14 @@ constexpr void optimal_cell(const model& md, optimal_table& t, const interval_bo
         }
       }
       double forward = 0;
+      size_type forwards = 0;  // checkpoint_forward_table's forwards(i, j)
       for (std::int32_t j = i + 1; j <= l; ++j) {
         forward += md.fw[at(j - 1)];
+        forwards = j == i + 1
+                       ? md.x[at(i + 1)] + md.ft[at(i)]
+                       : std::max(forwards, md.x[at(j - 1)] + md.x[at(j)] + md.ft[at(j - 1)]);
+        // The branch's own forwards (docs/recording-overhead.md); non-decreasing in j.
+        if (m < md.x[at(l + 1)] + forwards) break;
         if (m < md.x[at(j)]) continue;
         const double v =
             forward + t.value[t.at(j, l, m - md.x[at(j)])] + t.value[t.at(i, j - 1, m)];
