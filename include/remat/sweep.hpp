@@ -27,6 +27,7 @@
 #include <remat/simulate.hpp>
 #include <remat/solve.hpp>
 #include <remat/solver_options.hpp>
+#include <remat/solvers/min_memory.hpp>
 #include <remat/solvers/optimal.hpp>
 
 #include <algorithm>
@@ -160,6 +161,13 @@ struct sweep_fn {
           if (!series.curve.empty() && !(r.plan.makespan < series.curve.back().plan.makespan))
             continue;
           series.curve.push_back(std::move(r));
+        }
+      } else if (exact && s == solver::min_memory && frontier_of(solver::optimal).f.epsilon == 0) {
+        // Min-memory's schedule is read back from the same frontier (its own solve would run
+        // the same DP, within the same limits, and fall back where that thins).
+        for (const size_type b : out.budgets) {
+          series.results.push_back(min_memory_from(c, frontier_of(solver::optimal), b, o));
+          if (options.progress) options.progress(++done, total);
         }
       } else {
         for (const size_type b : out.budgets) {

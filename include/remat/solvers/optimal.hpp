@@ -64,12 +64,13 @@ constexpr std::vector<op> checkpoint_all_ops(std::int32_t length) {
 inline constexpr double thinning_steps[] = {0, 0.001, 0.005, 0.02, 0.1};
 
 // The frontier DP within the solve's limits: exact where its work and points, projected as it
-// goes, stay within them; else thinned, by the first epsilon of `thinning_steps` that does.
-// Throws the refusal where none does.
+// goes, stay within them; else thinned, by the first epsilon of `thinning_steps` that does (none
+// without `allow_thinning`). Throws the refusal where none does.
 constexpr frontier_table frontier_within_limits(const chain& c, const model& md,
                                                 const interval_bounds& bounds,
                                                 const solve_options& options, solver which,
-                                                dp_branches branches, double& epsilon) {
+                                                dp_branches branches, double& epsilon,
+                                                bool allow_thinning = true) {
   frontier_options fo{.branches = branches};
   epsilon = 0;
   if (std::is_constant_evaluated()) return frontier_dp(md, bounds, fo);
@@ -88,6 +89,7 @@ constexpr frontier_table frontier_within_limits(const chain& c, const model& md,
   double projected_seconds = seconds;
   double projected_bytes = fixed_bytes;
   for (const double eps : thinning_steps) {
+    if (eps > 0 && !allow_thinning) break;
     fo.epsilon = eps;
     fo.max_work = (options.max_estimated_seconds - spent) * rate;
     fo.max_points = (static_cast<double>(byte_limit) - fixed_bytes) / frontier_point_bytes;
@@ -138,12 +140,13 @@ struct exact_frontier {
 };
 
 constexpr exact_frontier solve_frontier(const chain& c, const solve_options& options, solver which,
-                                        dp_branches branches) {
+                                        dp_branches branches, bool allow_thinning = true) {
   exact_frontier f;
   f.md = make_model(c, 1);
   // Only chains whose sums round read the intervals' store and S (and not their need).
   if (!f.md.exact_sums) f.bounds = make_interval_bounds(f.md, {}, branches);
-  f.table = frontier_within_limits(c, f.md, f.bounds, options, which, branches, f.epsilon);
+  f.table = frontier_within_limits(c, f.md, f.bounds, options, which, branches, f.epsilon,
+                                   allow_thinning);
   return f;
 }
 
@@ -160,9 +163,9 @@ struct exact_solver {
 };
 
 constexpr exact_solver prepare_exact(const chain& c, const solve_options& options, solver which,
-                                     dp_branches branches) {
+                                     dp_branches branches, bool allow_thinning = true) {
   exact_solver s;
-  s.f = solve_frontier(c, options, which, branches);
+  s.f = solve_frontier(c, options, which, branches, allow_thinning);
   const std::vector<frontier_point>& root = s.f.table.root();
   s.min_feasible_budget = root.empty() ? solve_result::no_budget : s.f.md.x[0] + root.front().m;
   // The fastest schedule is the answer wherever its peak fits, whatever the frontier says there:

@@ -45,6 +45,44 @@ TEST_CASE("min-memory: its peak is the least persistent budget, found without bi
   }
 }
 
+TEST_CASE("min-memory: the exact frontier's first point and the least-peak DP agree") {
+  // The least budget of both, and the frontier's schedule there is the fastest at that peak.
+  std::mt19937_64 rng(67);
+  for (int t = 0; t < 1000; ++t) {
+    const chain c = remat::testing::random_chain(rng, {1, 12, 10, true});
+    CAPTURE(t);
+    const auto r = remat::solve_min_memory(c, remat::max_size);
+    const auto reference = remat::detail::min_memory_least_peak(c, remat::max_size, {});
+    REQUIRE(r.feasible);
+    REQUIRE(reference.feasible);
+    CHECK(r.min_feasible_budget == reference.min_feasible_budget);
+    CHECK(reference.plan.peak_memory == reference.min_feasible_budget);
+    CHECK(r.plan.makespan <= reference.plan.makespan);
+    const auto fastest = remat::solve_optimal(c, r.min_feasible_budget, exact);
+    CHECK(r.plan.makespan == fastest.plan.makespan);
+    CHECK(r.plan.ops == fastest.plan.ops);
+  }
+}
+
+TEST_CASE("min-memory: the least-peak DP where the exact frontier passes the limits") {
+  // A long chain of uneven sizes: its exact frontier passes a limit of 2 ms, which the O(L^3)
+  // least-peak DP does not.
+  std::mt19937_64 rng(68);
+  const chain c = remat::testing::random_chain(rng, {60, 60, 1000, true});
+  const remat::solve_options tight{.solver = remat::solver::min_memory,
+                                   .max_estimated_seconds = 0.002};
+  REQUIRE_THROWS_AS(
+      remat::detail::prepare_exact(c, tight, remat::solver::min_memory,
+                                   remat::detail::dp_branches::tape_and_checkpoint, false),
+      remat::solver_error);
+  for (const size_type budget : {size_type{0}, remat::max_size}) {
+    const auto r = remat::solve_min_memory(c, budget, tight);
+    CHECK(r == remat::detail::min_memory_least_peak(c, budget, tight));
+    // The same least budget as the exact frontier's, with the limit lifted.
+    CHECK(r.min_feasible_budget == remat::solve_min_memory(c, budget).min_feasible_budget);
+  }
+}
+
 TEST_CASE("min-memory: no baseline needs less, the exhaustive search may") {
   std::mt19937_64 rng(62);
   for (int t = 0; t < 400; ++t) {
