@@ -12,9 +12,12 @@
 //   (j, l) shifted by x[j] and (i, j-1), plus the forward time; each is cut below its own
 //   requirement and mmin; the cell's frontier is their lower envelope, built branch by branch in
 //   the dense DP's order (tape first, then j up), so ties go the same way. A branch is one
-//   merge into the envelope so far, into a second buffer (no allocation once the buffers have
-//   grown), and only over the memories where it can win: below its first point and from where
-//   the envelope reaches the branch's least value (its last point's), the envelope is copied.
+//   merge into the envelope so far (`merge_branch`), only over the memories where it can win:
+//   between its first point and where the envelope reaches the branch's least value (its last
+//   point's), by blocks of a few points, skipping the blocks where the branch's least is not
+//   below the envelope's greatest; the envelope is rebuilt (into a second buffer, no allocation
+//   once the buffers have grown) only when the branch wins somewhere, and then only the points
+//   around where it wins are merged, the rest copied whole.
 // * Sums are those of the dense DP, in the same order: on the time grid of `quantize_times` they
 //   are exact, so the values equal the dense DP's in exact units bit for bit.
 // * Intervals that pose the same problem (the same stages, sizes and times, from i to l) have the
@@ -179,7 +182,7 @@ constexpr std::vector<std::int32_t> interval_classes(const model& md, std::int32
 
 // The working buffers of one thread: the envelope so far and the next one.
 struct scratch {
-  std::vector<frontier_point> best, next;
+  std::vector<frontier_point> best, next, patch;
   double work = 0;  // points walked or copied, branches tried: what the DP's time follows
 };
 
@@ -197,77 +200,134 @@ constexpr void append_shifted(std::vector<frontier_point>& out, const std::vecto
   for (++k; k < f.size(); ++k) out.push_back({f[k].m + shift, add + f[k].t, choice});
 }
 
-// out = min(best, branch j), branch(m) = (forward + R(m - shift)) + Lf(m) for m >= from (the
-// dense DP's order of the sums); ties keep `best`'s point. False (and `out` untouched) when the
-// branch wins nowhere.
-constexpr bool merge_branch(std::vector<frontier_point>& out, const std::vector<frontier_point>& best,
-                            const std::vector<frontier_point>& R, size_type shift,
+// Points per block of the coarse walk in `merge_branch`.
+inline constexpr std::size_t merge_block = 8;
+
+// best = min(best, branch j), branch(m) = (forward + R(m - shift)) + Lf(m) for m >= from (the
+// dense DP's order of the sums); ties keep `best`'s point. The new envelope is built in `s.next`;
+// false (and `s.next` meaningless) when the branch wins nowhere.
+//
+// Most of a branch loses everywhere, so the walk goes by blocks of `merge_block` points of each
+// of R, Lf and best: over the memories where none of the three leaves its block, the branch is at
+// least its value at the blocks' last points (both non-increasing) and the envelope at most its
+// value where the segment starts; where the former is not below the latter, the branch cannot win
+// and the whole segment is skipped. Elsewhere the three are merged point by point until the
+// branch stops winning past the segment; only the envelope's points over memories where the
+// branch won somewhere are rebuilt, the rest is copied as it stands.
+constexpr bool merge_branch(scratch& s, const std::vector<frontier_point>& R, size_type shift,
                             const std::vector<frontier_point>& Lf, double forward, size_type from,
-                            std::int32_t j, double& work) {
+                            std::int32_t j) {
+  const std::vector<frontier_point>& best = s.best;
+  std::vector<frontier_point>& out = s.next;
+  std::vector<frontier_point>& patch = s.patch;
+  constexpr std::size_t K = merge_block;
+  constexpr size_type none = unreachable;
+  const std::size_t nb = best.size();
+  const std::size_t nr = R.size();
+  const std::size_t nl = Lf.size();
   const size_type start = std::max({R.front().m + shift, Lf.front().m, from});
   const double least = (forward + R.back().t) + Lf.back().t;  // the branch's value from its top
-  // The envelope's point at `start`.
-  const auto nb = best.size();
-  std::size_t ib = static_cast<std::size_t>(
-      std::upper_bound(best.begin(), best.end(), start,
-                       [](size_type v, const frontier_point& p) { return v < p.m; }) -
-      best.begin());
-  // ib: first point of best above start; the point at start is ib - 1 (none if ib == 0).
-  work += 1;
-  if (ib > 0 && best[ib - 1].t <= least) return false;
-  // The points of R and Lf at start.
-  auto last_at = [](const std::vector<frontier_point>& f, size_type m) {
+  auto above = [](const std::vector<frontier_point>& f, size_type m) {  // the first point above m
     return static_cast<std::size_t>(
         std::upper_bound(f.begin(), f.end(), m,
                          [](size_type v, const frontier_point& p) { return v < p.m; }) -
-        f.begin() - 1);
+        f.begin());
   };
-  std::size_t ir = last_at(R, start - shift);
-  std::size_t il = last_at(Lf, start);
-  out.clear();
-  out.insert(out.end(), best.begin(), best.begin() + static_cast<std::ptrdiff_t>(ib));
-  constexpr size_type none = unreachable;
-  size_type m = start;
-  double b = ib > 0 ? best[ib - 1].t : infinite_time;
-  std::int32_t bc = ib > 0 ? best[ib - 1].choice : 0;
-  double last = b;  // the last value emitted (the envelope's at m - 1)
+  // ib: the first point of best at or above m (below it: settled); ir, il: a point of R, Lf at or
+  // below m, in the block of the last one (the walk by blocks may leave them behind).
+  std::size_t ib = above(best, start);
+  s.work += 1;
+  if (ib > 0 && best[ib - 1].t <= least) return false;
+  if (ib > 0 && best[ib - 1].m == start) --ib;
+  std::size_t ir = above(R, start - shift) - 1;
+  std::size_t il = above(Lf, start) - 1;
+  auto mem_r = [&](std::size_t k) { return k < nr ? R[k].m + shift : none; };
+  auto mem_l = [&](std::size_t k) { return k < nl ? Lf[k].m : none; };
+  auto mem_b = [&](std::size_t k) { return k < nb ? best[k].m : none; };
+  std::size_t copied = 0;  // best's points before it are in `out` (once improved)
   bool improved = false;
+  // A walk point by point emits at most a point per point of the three.
+  if (patch.size() < nb + nr + nl + 1) patch.resize(nb + nr + nl + 1);
+  frontier_point* const emitted = patch.data();
+  const frontier_point none_point{};
+  const frontier_point* const bp = nb > 0 ? best.data() : &none_point;
+  out.clear();
+  size_type m = start;
   while (true) {
-    const double v = (forward + R[ir].t) + Lf[il].t;
-    const bool wins = v < b;
-    const double value = wins ? v : b;
-    if (value < last) {
-      if (!out.empty() && out.back().m == m) out.pop_back();  // (only at start)
-      out.push_back({m, value, wins ? j : bc});
-      last = value;
-      improved = improved || wins;
+    const std::size_t hr = std::min(nr, (ir / K + 1) * K);
+    const std::size_t hl = std::min(nl, (il / K + 1) * K);
+    const std::size_t hb = std::min(nb, (ib / K + 1) * K);
+    const double ub = ib > 0 ? best[ib - 1].t : infinite_time;  // the envelope's from m - 1 on
+    if (ub <= least) break;  // the branch cannot win from m on
+    const size_type e = std::min({mem_r(hr), mem_l(hl), mem_b(hb)});
+    s.work += 1;
+    if (!((forward + R[hr - 1].t) + Lf[hl - 1].t < ub)) {  // no win below e
+      if (e == none) break;
+      m = e;
+      if (mem_r(hr) == e) ir = hr;
+      if (mem_l(hl) == e) il = hl;
+      if (mem_b(hb) == e) ib = hb;
+      continue;
     }
-    if (b <= least) {  // the branch cannot win from here on
-      for (; ib < nb; ++ib)
-        if (best[ib].t < last) {
-          out.push_back(best[ib]);
-          last = best[ib].t;
-        }
-      break;
-    }
-    // The next memory where any of the three changes.
-    const size_type mb = ib < nb ? best[ib].m : none;
-    const size_type mr = ir + 1 < R.size() ? R[ir + 1].m + shift : none;
-    const size_type ml = il + 1 < Lf.size() ? Lf[il + 1].m : none;
-    const size_type mn = std::min({mb, mr, ml});
-    if (mn == none) break;
-    m = mn;
-    if (mb == m) {
+    // Point by point from m (nothing below it changed since best's point before it), without
+    // branches on the data: which of the three moves, whether the branch wins, whether a point
+    // is emitted.
+    while (ir + 1 < nr && R[ir + 1].m + shift <= m) ++ir;
+    while (il + 1 < nl && Lf[il + 1].m <= m) ++il;
+    while (ib < nb && best[ib].m < m) ++ib;
+    const std::size_t lo = ib;
+    double last = lo > 0 ? best[lo - 1].t : infinite_time;  // the envelope's at m - 1
+    double b = last;
+    std::int32_t bc = lo > 0 ? best[lo - 1].choice : 0;
+    if (ib < nb && best[ib].m == m) {
       b = best[ib].t;
       bc = best[ib].choice;
       ++ib;
     }
-    if (mr == m) ++ir;
-    if (ml == m) ++il;
-    work += 1;
+    bool won = false;
+    bool done = false;
+    std::size_t np = 0;
+    while (true) {
+      const double v = (forward + R[ir].t) + Lf[il].t;
+      const bool wins = v < b;
+      const double value = wins ? v : b;
+      emitted[np] = {m, value, wins ? j : bc};
+      const bool lower = value < last;
+      np += lower ? 1 : 0;
+      last = lower ? value : last;
+      won = won || wins;
+      const size_type mr = ir + 1 < nr ? R[ir + 1].m + shift : none;
+      const size_type ml = il + 1 < nl ? Lf[il + 1].m : none;
+      const size_type mb = ib < nb ? best[ib].m : none;
+      const size_type mn = std::min({mb, mr, ml});
+      s.work += 1;
+      if (mn == none || (!wins && b <= least)) {  // nothing left to win
+        done = true;
+        break;
+      }
+      m = mn;
+      ir += mr == m ? 1 : 0;
+      il += ml == m ? 1 : 0;
+      if (!wins && m >= e) break;  // back to blocks from m (best's point there not taken)
+      const bool take = mb == m;
+      const frontier_point& p = bp[take ? ib : 0];
+      b = take ? p.t : b;
+      bc = take ? p.choice : bc;
+      ib += take ? 1 : 0;
+    }
+    if (won) {
+      out.insert(out.end(), best.begin() + static_cast<std::ptrdiff_t>(copied),
+                 best.begin() + static_cast<std::ptrdiff_t>(lo));
+      out.insert(out.end(), emitted, emitted + np);
+      copied = ib;
+      improved = true;
+    }
+    if (done) break;
   }
-  work += static_cast<double>(out.size());
-  return improved;
+  if (!improved) return false;
+  out.insert(out.end(), best.begin() + static_cast<std::ptrdiff_t>(copied), best.end());
+  s.work += static_cast<double>(out.size()) / 8;
+  return true;
 }
 
 // Keeps, of points within a relative `epsilon` of memory of the next point kept, only that one
@@ -332,7 +392,7 @@ constexpr void frontier_cell(const model& md, const interval_bounds& bounds, fro
     if (R.empty() || Lf.empty()) continue;
     // The branch's floor: mmin, and its own forwards (docs/recording-overhead.md).
     const size_type floor = std::max(mmin, md.x[at(l + 1)] + forwards);
-    if (frontier::merge_branch(s.next, s.best, R, md.x[at(j)], Lf, forward, floor, j - i, s.work))
+    if (frontier::merge_branch(s, R, md.x[at(j)], Lf, forward, floor, j - i))
       std::swap(s.best, s.next);
   }
   if (!md.exact_sums && !s.best.empty()) {

@@ -91,6 +91,28 @@ TEST_CASE("property: frontier values equal the dense DP's in exact units, every 
   }
 }
 
+// Frontiers of many blocks of `merge_block` points, so that the merge skips blocks and rebuilds
+// parts of the envelope: longer chains, fewer of them.
+TEST_CASE("property: long chains, frontiers of many blocks: values equal the dense DP's") {
+  std::mt19937_64 rng(1505);
+  std::size_t largest = 0;
+  for (int n = 0; n < 16; ++n) {
+    const chain c = test_chain(rng, {.min_stages = 16, .max_stages = 28, .max_size = 40});
+    CAPTURE(remat::testing::chain_text(c));
+    const model md = remat::detail::make_model(c, 1);
+    for (const dp_branches branches :
+         {dp_branches::tape_and_checkpoint, dp_branches::checkpoint_only}) {
+      CAPTURE(static_cast<int>(branches));
+      const optimal_table ref = remat::detail::optimal_dp_reference(md, everything(md), branches);
+      const frontier_table f = frontier_of(md, {.branches = branches});
+      REQUIRE(well_formed(f));
+      REQUIRE(differences(md, ref, f) == 0);
+      for (const auto& v : f.frontiers) largest = std::max(largest, v.size());
+    }
+  }
+  CHECK(largest > 4 * remat::detail::frontier::merge_block);
+}
+
 TEST_CASE("property: a schedule read back at any memory replays at its value, within it") {
   std::mt19937_64 rng(1502);
   for (int n = 0; n < 400; ++n) {
