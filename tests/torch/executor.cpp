@@ -52,12 +52,14 @@ TEST_CASE("every solver, budgets from the least feasible to store-all: autograd'
           CHECK(same(got.buffers[j], ref.buffers[j]));
         CHECK(same(r.input_gradient, ref.input_grad));
         CHECK(r.measured_peak <= budget);
-        CHECK(r.measured_peak <= r.plan.peak_memory);
-        // Every op allocates exactly what the profile says, F_all with its recording transient.
+        // Every op allocates exactly what the profile says, F_all with its recording transient,
+        // and the model's peak (the solver's prediction) is the measured one within 5%.
         CHECK(r.op_peaks == remat::torch::expected_op_peaks(p, r.plan.ops));
         CHECK(r.measured_peak == r.expected_peak);
-        const double err = static_cast<double>(r.plan.peak_memory - r.measured_peak) /
+        CHECK(r.expected_peak == r.plan.peak_memory);
+        const double err = std::abs(static_cast<double>(r.plan.peak_memory - r.measured_peak)) /
                            static_cast<double>(r.plan.peak_memory);
+        CHECK(err <= 0.05);
         worst = std::max(worst, err);
         {
           torch::NoGradGuard g;
@@ -66,9 +68,9 @@ TEST_CASE("every solver, budgets from the least feasible to store-all: autograd'
         }
       }
     }
-    // The model's one forward overhead per stage is the larger of the no-grad and recording
-    // transients: its F_all peaks are over by the difference (see profiled_chain).
-    MESSAGE(c.name << ": measured peak under the model's by at most " << 100 * worst << "%");
+    // With each stage's recording overhead (F_all) apart from its no-grad one (F_none, F_ck),
+    // the model's peaks are the measured ones (docs/recording-overhead.md).
+    MESSAGE(c.name << ": measured and predicted peaks differ by at most " << 100 * worst << "%");
   }
 }
 

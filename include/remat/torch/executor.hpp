@@ -70,9 +70,9 @@ struct step_result {
   size_type budget = 0;
   size_type min_feasible_budget = 0;  ///< the least budget the solver finds a schedule for
   remat::schedule plan;               ///< the ops run, with the predicted makespan and peak
-  /// The peak the profile predicts for the ops with each F_all's own transient (see
-  /// `expected_peak`): what `measured_peak` should be. `plan.peak_memory`, the model's peak,
-  /// is at least this.
+  /// The peak the profile predicts for the ops (`expected_peak`: the simulator's on the profiled
+  /// chain, each F_all with its recording overhead): what `measured_peak` should be, and equal to
+  /// `plan.peak_memory`.
   size_type expected_peak = 0;
   double loss = 0;                  ///< the loss's value
   size_type measured_peak = 0;      ///< the most allocated while the step ran, in bytes

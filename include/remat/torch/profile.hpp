@@ -11,8 +11,14 @@
 //   output_size                   bytes a no-grad forward leaves allocated (a_{k+1})
 //   tape_size                     bytes a recording forward leaves allocated: the output and
 //                                 every tensor autograd saved for backward (t_{k+1})
-//   forward_overhead              the most allocated during a forward (no-grad or recording)
+//   forward_overhead              the most allocated during a no-grad forward (F_none, F_ck)
 //                                 above what it leaves allocated
+//   recording_overhead            the same for a recording forward (F_all), above the tape it
+//                                 leaves; set where it differs from forward_overhead
+//                                 (docs/recording-overhead.md). A no-grad forward frees each
+//                                 intermediate after its last reader and may hold as a
+//                                 transient what a recording forward keeps in its tape (a
+//                                 transformer block's MLP hidden), so the two differ.
 //   backward_overhead             the most allocated during the backward above what is held
 //                                 once g_k exists
 //   loss_time, loss_overhead      the same, for the loss's forward and backward together
@@ -140,9 +146,8 @@ struct profiled_chain {
   remat::chain chain;
   tensor_shape input;
   std::vector<tensor_shape> outputs;  ///< a_{k+1} of every stage k
-  /// Every stage's transient while it records (F_all). The model has one forward overhead per
-  /// stage, for F_ck, F_none and F_all alike: `forward_overhead` is the larger of the no-grad
-  /// and the recording forward's, so the model's peak of an F_all is over by the difference.
+  /// Every stage's transient while it records (F_all): `remat::recording_overhead` of its stage
+  /// (the chain's stage carries it where it differs from the no-grad forward's).
   std::vector<size_type> recording_overheads;
 };
 
@@ -364,7 +369,7 @@ profiled_chain profile(Stages&& stages, const at::Tensor& sample, const loss_fun
       st.forward_time = detail::median(fw);
       st.backward_time = detail::median(bw);
       st.tape_size = std::max(st.tape_size, st.output_size);
-      st.forward_overhead = std::max(st.forward_overhead, recording_overhead);
+      if (recording_overhead != st.forward_overhead) st.recording_overhead = recording_overhead;
       out.chain.stages.push_back(st);
       out.recording_overheads.push_back(recording_overhead);
       a = std::move(next);
@@ -396,19 +401,13 @@ profiled_chain profile(Stages&& stages, const at::Tensor& sample, const loss_fun
 }
 
 /// What running `ops` through autograd allocates at each op, as the profile measured the stages:
-/// the simulator's op peaks, but with an F_all's transient being the recording forward's own
-/// (see `profiled_chain::recording_overheads`). Throws `std::invalid_argument` for an invalid
+/// the simulator's op peaks on the profiled chain (an F_all with its stage's recording overhead,
+/// the others with the no-grad forward's). Throws `std::invalid_argument` for an invalid
 /// schedule.
 inline std::vector<size_type> expected_op_peaks(const profiled_chain& p, std::span<const op> ops) {
   const replay_result r = simulate(p.chain, ops);
   if (!r.valid()) throw std::invalid_argument("expected_op_peaks: " + describe(r, ops));
-  std::vector<size_type> peaks = r.op_peak;
-  for (std::size_t i = 0; i < ops.size(); ++i)
-    if (ops[i].kind == op_kind::forward_all) {
-      const auto k = static_cast<std::size_t>(ops[i].stage);
-      peaks[i] -= p.chain.stages[k].forward_overhead - p.recording_overheads[k];
-    }
-  return peaks;
+  return r.op_peak;
 }
 
 /// The largest of `expected_op_peaks` (the input a_0 alone if there are no ops).
