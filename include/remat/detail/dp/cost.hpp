@@ -168,10 +168,11 @@ inline void check_dp_seconds(std::string_view solver_name, const chain& c, size_
   throw_solver_error(text);
 }
 
-// The frontier DP's rate: its work units (points walked or copied, branches tried; see
-// `frontier::scratch::work`) per second on one core. Measured 1.1e8 on random chains of 60 to 200
-// stages on the development machine under load; the estimate takes 20% less.
-inline constexpr double frontier_work_per_second = 9e7;
+// The frontier DP's rate: its work units (blocks and points walked, branches tried, points copied
+// over 8; see `frontier::scratch::work`) per second on one core. Measured 5.5e7 to 7e7 (CPU time)
+// on densenet121, resnet152 and random chains of 60 to 150 stages on the development machine
+// under load (benchmarks/README-scaling.md); the estimate takes about 20% less.
+inline constexpr double frontier_work_per_second = 5e7;
 inline constexpr double frontier_point_bytes = sizeof(double) * 3;  // a frontier_point
 
 // The least work of the frontier DP on a chain of L stages, whatever its frontiers: every interval

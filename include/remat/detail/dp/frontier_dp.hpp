@@ -183,7 +183,8 @@ constexpr std::vector<std::int32_t> interval_classes(const model& md, std::int32
 // The working buffers of one thread: the envelope so far and the next one.
 struct scratch {
   std::vector<frontier_point> best, next, patch;
-  double work = 0;  // points walked or copied, branches tried: what the DP's time follows
+  double work = 0;  // blocks and points walked, branches tried, points copied / 8: what the
+                    // DP's time follows
 };
 
 // The points of `f` from memory `from` on, the first moved up to `from` (a step function cut
