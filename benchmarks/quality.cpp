@@ -3,16 +3,25 @@
 //
 //   bench_quality OUT_DIR [--points N] [--slots N] [--threads N] [--only NAME]
 //
-// Writes OUT_DIR/quality.csv (every chain, budget and solver), OUT_DIR/<chain>.svg (one chart per
-// chain) and OUT_DIR/quality.md (overheads at 50% and 30% of the store-all peak, and each
-// solver's least budget). Progress and run times go to stderr.
+// Every solver runs on exact sizes (`optimal` and `checkpoint-only` with their whole curve), and
+// `optimal` once more with N slots (default 500, Rotor's DP) at the same budgets. Writes
+// OUT_DIR/quality.csv (every chain, budget and solver; the slots DP as "optimal-N-slots"),
+// OUT_DIR/<chain>.svg (one chart per chain) and OUT_DIR/quality.md (overheads at 50% and 30% of
+// the store-all peak, each solver's least budget, the exact DP's gain over the slots DP).
+//
+// It checks what the exact DP promises: at every budget of every chain, `optimal` is at least as
+// fast as every other solver (the slots DP included) and fits every budget one of them fits.
+// Each violation is a line "VIOLATION: ..." on stderr and in quality.md, and the exit status 1.
+// Progress and run times go to stderr.
 #include "sweep_output.hpp"
 
 #include <remat/solve.hpp>
 #include <remat/sweep.hpp>
 #include <remat/zoo.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -20,8 +29,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -71,18 +83,46 @@ std::string percent(double v, int decimals = 1) {
   return buf;
 }
 
-// The overhead over store-all at budget `fraction` of its peak: "+12.3%" or "infeasible".
-std::string overhead_at(const remat::chain& c, const remat::sweep_result& s, remat::solver which,
-                        double fraction, const remat::sweep_options& o) {
-  const auto budget =
-      static_cast<remat::size_type>(fraction * static_cast<double>(s.store_all_memory));
+// The makespan of `which` at `budget`: from its curve where it has one (the makespan of the last
+// point at or below the budget, what `solve` returns there), from the sweep for min-memory (one
+// schedule at every budget), else solved. NaN when infeasible.
+double makespan_at(const remat::chain& c, const remat::sweep_result& s, remat::solver which,
+                   remat::size_type slots, remat::size_type budget, unsigned threads) {
+  constexpr double none = std::numeric_limits<double>::quiet_NaN();
+  if (slots == remat::exact_units)
+    for (const remat::sweep_series& series : s.series)
+      if (series.solver == which && !series.curve.empty()) {
+        double t = none;
+        for (const remat::solve_result& r : series.curve)
+          if (r.budget <= budget) t = r.plan.makespan;
+        return t;
+      }
+  // Min-memory returns one schedule wherever it fits.
+  if (which == remat::solver::min_memory)
+    for (const remat::sweep_series& series : s.series)
+      if (series.solver == which && series.results.back().feasible)
+        return budget >= series.min_feasible_budget ? series.results.back().plan.makespan : none;
   remat::solve_options so;
   so.solver = which;
-  so.slots = o.slots;
-  so.threads = o.threads;
+  so.slots = slots;
+  so.threads = threads;
+  so.max_estimated_seconds = 1e9;
   const remat::solve_result r = remat::solve(c, budget, so);
-  if (!r.feasible) return "infeasible";
-  return "+" + percent(remat::tools::time_ratio(s, r.plan.makespan) - 1);
+  return r.feasible ? r.plan.makespan : none;
+}
+
+// "+12.3%" over store-all, or "infeasible".
+std::string overhead(const remat::sweep_result& s, double makespan) {
+  if (std::isnan(makespan)) return "infeasible";
+  return "+" + percent(remat::tools::time_ratio(s, makespan) - 1);
+}
+
+// Exact `optimal` is the fastest persistent schedule, and every compared solver's schedule is
+// persistent: none may beat it, with a margin for sums taken in another order.
+bool beats(double other, double exact) {
+  if (std::isnan(other)) return false;
+  if (std::isnan(exact)) return true;
+  return other < exact * (1 - 1e-9);
 }
 
 int usage() {
@@ -90,6 +130,13 @@ int usage() {
                "NAME]\n";
   return 2;
 }
+
+struct gap_stats {
+  double worst = 0;
+  double sum = 0;
+  int count = 0;
+  int only_exact = 0;  // budgets the exact DP fits and the slots DP does not
+};
 
 }  // namespace
 
@@ -101,6 +148,11 @@ int main(int argc, char** argv) {
     options.solvers = compared();
     options.solvers.insert(options.solvers.begin() + 1, remat::solver::store_all);
     options.threads = 0;
+    options.slots = remat::exact_units;
+    // Exact means exact: no thinning, however long the frontier DP takes (ResNet-1001 passes the
+    // default 60 s estimate and would be thinned).
+    options.max_estimated_seconds = 1e9;
+    remat::size_type slots = remat::rotor_slots;
     std::string only;
     for (int k = 2; k + 1 < argc; k += 2) {
       const std::string_view flag = argv[k];
@@ -108,7 +160,7 @@ int main(int argc, char** argv) {
       if (flag == "--points")
         options.points = static_cast<std::size_t>(std::stoul(value));
       else if (flag == "--slots")
-        options.slots = std::stoll(value);
+        slots = std::stoll(value);
       else if (flag == "--threads")
         options.threads = static_cast<unsigned>(std::stoul(value));
       else if (flag == "--only")
@@ -116,20 +168,39 @@ int main(int argc, char** argv) {
       else
         return usage();
     }
-    if (argc % 2 != 0) return usage();
+    if (argc % 2 != 0 || slots <= 0) return usage();
     std::filesystem::create_directories(dir);
+    const std::string slots_name = "optimal-" + std::to_string(slots) + "-slots";
 
     using clock = std::chrono::steady_clock;
     const clock::time_point start = clock::now();
     std::string csv = "chain,stages," + std::string(remat::tools::sweep_csv_header) + "\n";
-    const std::vector<remat::solver> table_solvers = compared();
+    // The table's columns: exact optimal, the slots DP, then the other solvers.
+    std::vector<std::pair<std::string, remat::size_type>> columns = {
+        {"optimal (exact)", remat::exact_units},
+        {"optimal (" + std::to_string(slots) + " slots)", slots}};
+    std::vector<remat::solver> column_solver = {remat::solver::optimal, remat::solver::optimal};
+    for (const remat::solver s : compared())
+      if (s != remat::solver::optimal) {
+        columns.emplace_back(std::string(remat::name(s)), remat::exact_units);
+        column_solver.push_back(s);
+      }
     std::string head = "| chain | stages |", rule = "|---|---:|";
-    for (const remat::solver s : table_solvers) {
-      head += " " + std::string(remat::name(s)) + " |";
+    for (const auto& [label, unused] : columns) {
+      head += " " + label + " |";
       rule += "---:|";
     }
     std::string at50 = head + "\n" + rule + "\n", at30 = at50, least = at50;
-    std::string times = "| chain | stages | sweep time |\n|---|---:|---:|\n";
+    std::string gaps =
+        "| chain | stages | curve points | budgets compared | worst gap | mean gap | only exact "
+        "fits |\n|---|---:|---:|---:|---:|---:|---:|\n";
+    std::string times = "| chain | stages | exact sweep | slots DP |\n|---|---:|---:|---:|\n";
+    std::vector<std::string> violations;
+    gap_stats all_gaps;
+    const auto violation = [&](const std::string& what) {
+      violations.push_back("VIOLATION: " + what);
+      std::cerr << "\n" << violations.back() << '\n';
+    };
 
     for (const chain_spec& spec : chains()) {
       const remat::zoo::network net = remat::zoo::build(spec.model, spec.options);
@@ -139,49 +210,165 @@ int main(int argc, char** argv) {
       const clock::time_point t0 = clock::now();
       const remat::sweep_result s = remat::sweep(net.chain, options);
       const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
-      std::fprintf(stderr, "%.1f s\n", seconds);
+      // The slots DP at the same budgets.
+      const clock::time_point t1 = clock::now();
+      remat::sweep_result with_slots = s;
+      with_slots.series.assign(1, {});
+      remat::sweep_series& rounded = with_slots.series.front();
+      for (const remat::size_type b : s.budgets)
+        rounded.results.push_back(
+            remat::solve(net.chain, b,
+                         {.solver = remat::solver::optimal,
+                          .slots = slots,
+                          .threads = options.threads,
+                          .max_estimated_seconds = options.max_estimated_seconds}));
+      rounded.min_feasible_budget = rounded.results.front().min_feasible_budget;
+      const double slot_seconds = std::chrono::duration<double>(clock::now() - t1).count();
+      std::fprintf(stderr, "%.1f s exact sweep, %.1f s slots\n", seconds, slot_seconds);
 
       csv += remat::tools::sweep_csv_rows(s, net.name + "," + L + ",");
+      {
+        std::string rows = remat::tools::sweep_csv_rows(with_slots, net.name + "," + L + ",");
+        for (std::size_t at = rows.find(",optimal,"); at != std::string::npos;
+             at = rows.find(",optimal,", at + 1))
+          rows.replace(at, 9, "," + slots_name + ",");
+        csv += rows;
+      }
       char subtitle[256];
       std::snprintf(subtitle, sizeof subtitle,
-                    "%s stages; store-all: makespan %.1f ms, peak %.2f GiB; --slots %lld for the "
-                    "DP solvers",
+                    "%s stages; store-all: makespan %.1f ms, peak %.2f GiB; exact sizes, and "
+                    "optimal with %lld slots",
                     L.c_str(), s.store_all_makespan,
                     static_cast<double>(s.store_all_memory) / 1073741824.0,
-                    static_cast<long long>(options.slots));
-      std::ofstream(dir / (net.name + ".svg")) << remat::tools::svg::render(
-          remat::tools::sweep_chart(s, net.name + ": makespan against memory budget", subtitle));
+                    static_cast<long long>(slots));
+      remat::tools::svg::chart chart =
+          remat::tools::sweep_chart(s, net.name + ": makespan against memory budget", subtitle);
+      {
+        remat::tools::svg::series line;
+        line.label = "optimal, " + std::to_string(slots) + " slots";
+        for (const remat::solve_result& r : rounded.results)
+          if (r.feasible)
+            line.points.push_back({remat::tools::memory_fraction(s, r.budget),
+                                   remat::tools::time_ratio(s, r.plan.makespan)});
+        chart.lines.insert(chart.lines.begin() + 1, std::move(line));
+      }
+      std::ofstream(dir / (net.name + ".svg")) << remat::tools::svg::render(chart);
+
+      // The checks, at every budget of the sweep.
+      const remat::sweep_series& exact = s.series.front();
+      if (exact.solver != remat::solver::optimal) throw std::logic_error("optimal comes first");
+      const auto makespan = [](const remat::solve_result& r) {
+        return r.feasible ? r.plan.makespan : std::numeric_limits<double>::quiet_NaN();
+      };
+      double thinned = 0;
+      for (const remat::solve_result& r : exact.results) thinned = std::max(thinned, r.epsilon);
+      for (const remat::solve_result& r : exact.curve) thinned = std::max(thinned, r.epsilon);
+      if (thinned > 0)
+        violation(net.name + ": optimal's frontier was thinned (epsilon " +
+                  std::to_string(thinned) + "), not exact");
+      gap_stats g;
+      for (std::size_t k = 0; k < s.budgets.size(); ++k) {
+        const double best = makespan(exact.results[k]);
+        const std::string where = net.name + " at budget " + std::to_string(s.budgets[k]) + ": ";
+        for (const remat::sweep_series& other : s.series)
+          if (beats(makespan(other.results[k]), best))
+            violation(where + std::string(remat::name(other.solver)) + " " +
+                      std::to_string(makespan(other.results[k])) + " < optimal " +
+                      std::to_string(best));
+        const double r = makespan(rounded.results[k]);
+        if (beats(r, best))
+          violation(where + slots_name + " " + std::to_string(r) + " < optimal " +
+                    std::to_string(best));
+        if (std::isnan(best)) continue;
+        if (std::isnan(r)) {
+          ++g.only_exact;
+          continue;
+        }
+        const double gap = r / best - 1;
+        g.worst = std::max(g.worst, gap);
+        g.sum += gap;
+        ++g.count;
+      }
+      for (const remat::sweep_series& other : s.series)
+        if (other.min_feasible_budget != remat::solve_result::no_budget &&
+            (exact.min_feasible_budget == remat::solve_result::no_budget ||
+             other.min_feasible_budget < exact.min_feasible_budget))
+          violation(net.name + ": " + std::string(remat::name(other.solver)) + " fits " +
+                    std::to_string(other.min_feasible_budget) + " < optimal's least budget " +
+                    std::to_string(exact.min_feasible_budget));
+      all_gaps.worst = std::max(all_gaps.worst, g.worst);
+      all_gaps.sum += g.sum;
+      all_gaps.count += g.count;
+      all_gaps.only_exact += g.only_exact;
 
       std::string r50 = "| " + net.name + " | " + L + " |", r30 = r50, rl = r50;
-      for (const remat::solver which : table_solvers) {
-        r50 += " " + overhead_at(net.chain, s, which, 0.5, options) + " |";
-        r30 += " " + overhead_at(net.chain, s, which, 0.3, options) + " |";
-        for (const remat::sweep_series& series : s.series)
-          if (series.solver == which)
-            rl += " " +
-                  (series.min_feasible_budget == remat::solve_result::no_budget
-                       ? std::string("none")
-                       : percent(remat::tools::memory_fraction(s, series.min_feasible_budget))) +
-                  " |";
+      const auto at = [&](double fraction) {
+        return static_cast<remat::size_type>(fraction * static_cast<double>(s.store_all_memory));
+      };
+      for (const double fraction : {0.5, 0.3}) {
+        const remat::size_type b = at(fraction);
+        std::vector<double> t;
+        for (std::size_t n = 0; n < columns.size(); ++n)
+          t.push_back(
+              makespan_at(net.chain, s, column_solver[n], columns[n].second, b, options.threads));
+        for (std::size_t n = 1; n < columns.size(); ++n)
+          if (beats(t[n], t[0]))
+            violation(net.name + " at " + percent(fraction, 0) + ": " + columns[n].first + " " +
+                      std::to_string(t[n]) + " < optimal " + std::to_string(t[0]));
+        std::string& row = fraction == 0.5 ? r50 : r30;
+        for (const double v : t) row += " " + overhead(s, v) + " |";
       }
+      const auto least_text = [&](remat::size_type b) {
+        return b == remat::solve_result::no_budget ? std::string("none")
+                                                   : percent(remat::tools::memory_fraction(s, b));
+      };
+      rl += " " + least_text(exact.min_feasible_budget) + " | " +
+            least_text(rounded.min_feasible_budget) + " |";
+      for (std::size_t n = 2; n < columns.size(); ++n)
+        for (const remat::sweep_series& series : s.series)
+          if (series.solver == column_solver[n])
+            rl += " " + least_text(series.min_feasible_budget) + " |";
       at50 += r50 + "\n";
       at30 += r30 + "\n";
       least += rl + "\n";
-      char t[64];
-      std::snprintf(t, sizeof t, "%.1f s", seconds);
-      times += "| " + net.name + " | " + L + " | " + t + " |\n";
+      char line[256];
+      std::snprintf(line, sizeof line, "| %s | %s | %zu | %d | %s | %s | %d |\n", net.name.c_str(),
+                    L.c_str(), exact.curve.size(), g.count, percent(g.worst, 2).c_str(),
+                    percent(g.count > 0 ? g.sum / g.count : 0, 2).c_str(), g.only_exact);
+      gaps += line;
+      std::snprintf(line, sizeof line, "| %s | %s | %.1f s | %.1f s |\n", net.name.c_str(),
+                    L.c_str(), seconds, slot_seconds);
+      times += line;
     }
 
     std::ofstream(dir / "quality.csv") << csv;
     std::ofstream md(dir / "quality.md");
+    char total_gap[160];
+    std::snprintf(total_gap, sizeof total_gap, "| all | | | %d | %s | %s | %d |\n", all_gaps.count,
+                  percent(all_gaps.worst, 2).c_str(),
+                  percent(all_gaps.count > 0 ? all_gaps.sum / all_gaps.count : 0, 2).c_str(),
+                  all_gaps.only_exact);
     md << "### Makespan overhead over store-all at 50% of its peak memory\n\n"
        << at50 << "\n### Makespan overhead over store-all at 30% of its peak memory\n\n"
        << at30 << "\n### Least feasible budget, as a fraction of the store-all peak\n\n"
-       << least << "\n### Sweep times (" << options.points << " budgets x "
-       << options.solvers.size() << " solvers per chain)\n\n"
+       << least << "\n### The exact DP against " << slots
+       << " slots: how much slower the slots DP's schedule is, at the sweep's budgets\n\n"
+       << gaps << total_gap << "\n### Checks\n\n";
+    if (violations.empty())
+      md << "No violation: at every budget of every sweep and at 50% and 30%, `optimal` (exact) "
+            "is at least as fast as every other solver, the slots DP included, and its least "
+            "budget is the least.\n";
+    for (const std::string& v : violations) md << "* " << v << "\n";
+    md << "\n### Run times (" << options.points << " budgets x " << options.solvers.size()
+       << " solvers on exact sizes, then optimal with " << slots
+       << " slots at the same budgets)\n\n"
        << times;
     std::fprintf(stderr, "total %.1f s\n",
                  std::chrono::duration<double>(clock::now() - start).count());
+    if (!violations.empty()) {
+      std::fprintf(stderr, "%zu violations\n", violations.size());
+      return 1;
+    }
     return md ? 0 : 1;
   } catch (const std::exception& e) {
     std::cerr << "bench_quality: " << e.what() << '\n';

@@ -52,6 +52,8 @@ struct sweep_options {
   size_type slots = default_slots;
   std::optional<std::size_t> max_table_bytes = std::nullopt;
   unsigned threads = 1;
+  /// As in `solve_options`: above it the exact DPs thin their frontiers (or refuse the chain).
+  double max_estimated_seconds = solve_options{}.max_estimated_seconds;
   /// Called after each solve with the number of solves done and the total (budgets x solvers).
   std::function<void(std::size_t done, std::size_t total)> progress = nullptr;
 };
@@ -115,7 +117,8 @@ struct sweep_fn {
     const solve_options optimal_options{.solver = solver::optimal,
                                         .slots = options.slots,
                                         .max_table_bytes = options.max_table_bytes,
-                                        .threads = options.threads};
+                                        .threads = options.threads,
+                                        .max_estimated_seconds = options.max_estimated_seconds};
     // On exact sizes one frontier DP per DP solver serves every budget (and the least budget).
     const bool exact = options.slots == exact_units;
     const auto has_frontier = [&](remat::solver s) {
