@@ -149,8 +149,8 @@ int main(int argc, char** argv) {
     options.solvers.insert(options.solvers.begin() + 1, remat::solver::store_all);
     options.threads = 0;
     options.slots = remat::exact_units;
-    // Exact means exact: no thinning, however long the frontier DP takes (ResNet-1001 passes the
-    // default 60 s estimate and would be thinned).
+    // Exact means exact: no thinning, however long the frontier DP takes (a chain whose estimate
+    // passes the default 60 s would be thinned, as ResNet-1001 once was).
     options.max_estimated_seconds = 1e9;
     remat::size_type slots = remat::rotor_slots;
     std::string only;
