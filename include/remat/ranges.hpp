@@ -80,11 +80,35 @@ chain chain_from(size_type input, const Fw& fw_column, const Bw& bw_column, cons
            fw_column, bw_column, out_column, tape_column, fo_column, bo_column))) {
     const auto& [fw, bw, out, tape, fo, bo] = s;
     const auto k = static_cast<std::size_t>(index);
-    c.stages.push_back(
-        {detail::checked_time(fw, k, "forward_time"), detail::checked_time(bw, k, "backward_time"),
-         detail::checked_size(out, k, "output_size"), detail::checked_size(tape, k, "tape_size"),
-         detail::checked_size(fo, k, "forward_overhead"),
-         detail::checked_size(bo, k, "backward_overhead")});
+    c.stages.push_back({detail::checked_time(fw, k, "forward_time"),
+                        detail::checked_time(bw, k, "backward_time"),
+                        detail::checked_size(out, k, "output_size"),
+                        detail::checked_size(tape, k, "tape_size"),
+                        detail::checked_size(fo, k, "forward_overhead"),
+                        detail::checked_size(bo, k, "backward_overhead"),
+                        {}});
+  }
+  validate(c);
+  return c;
+}
+
+/// `chain_from` with a seventh column after the backward overheads: each stage's recording
+/// overhead (that of F_all, docs/recording-overhead.md), kept where it differs from its forward
+/// overhead.
+template <ranges::forward_range Fw, ranges::forward_range Bw, ranges::forward_range Out,
+          ranges::forward_range Tape, ranges::forward_range Fo, ranges::forward_range Bo,
+          ranges::forward_range Fa>
+chain chain_from(size_type input, const Fw& fw_column, const Bw& bw_column, const Out& out_column,
+                 const Tape& tape_column, const Fo& fo_column, const Bo& bo_column,
+                 const Fa& fa_column, double loss = 0, size_type loss_transient = 0) {
+  detail::check_column_lengths({{"forward_time", detail::column_length(fw_column)},
+                                {"recording_overhead", detail::column_length(fa_column)}});
+  chain c = chain_from(input, fw_column, bw_column, out_column, tape_column, fo_column, bo_column,
+                       loss, loss_transient);
+  for (const auto& [index, fa] : ranges::views::enumerate(fa_column)) {
+    const auto k = static_cast<std::size_t>(index);
+    const size_type v = detail::checked_size(fa, k, "recording_overhead");
+    if (v != c.stages[k].forward_overhead) c.stages[k].recording_overhead = v;
   }
   validate(c);
   return c;

@@ -37,6 +37,21 @@ TEST_CASE("chain_from: columns of any ranges, checked as a chain is") {
   CHECK(with.stages[1].forward_overhead == 6);
   CHECK(with.stages[2].backward_overhead == 2);
 
+  // A seventh column: recording overheads, kept where they differ from the forward overheads.
+  const std::vector<int> fa = {0, 2, 5};
+  const remat::chain rec = remat::chain_from(7, fw, bw, out, tape, fo, bo, fa, 0.25, 2);
+  CHECK_FALSE(rec.stages[0].recording_overhead.has_value());
+  CHECK(rec.stages[1].recording_overhead == 2);
+  CHECK(rec.stages[2].recording_overhead == 5);
+  CHECK(rec.loss_time == 0.25);
+  const std::vector<int> short_fa = {0, 2};
+  CHECK_THROWS_WITH_AS(remat::chain_from(7, fw, bw, out, tape, fo, bo, short_fa),
+                       "recording_overhead: the column has 2 values, forward_time has 3",
+                       remat::chain_error);
+  const std::vector<int> negative_fa = {0, -1, 0};
+  CHECK_THROWS_WITH_AS(remat::chain_from(7, fw, bw, out, tape, fo, bo, negative_fa),
+                       "stages[1].recording_overhead: must be >= 0 (-1)", remat::chain_error);
+
   // Columns straight from a profiler's records.
   struct record {
     double f, b;
