@@ -7,6 +7,14 @@
 // networks of the zoo (resnet1001: 335 stages, gpt2-xl: 50). The budget is 30% of store-all's peak,
 // where most activations are recomputed.
 //
+// `exact/...`: the exact solve (the frontier DP on the chain's own sizes, every budget at once)
+// against the 500-slot DP on every zoo network and the synthetic chains of 200, 500 and 1000
+// stages, one thread: the frontier DP alone (`exact/dp/`, with its frontiers' sizes and bytes,
+// and `remat::estimate_solve`'s estimate made before it, to compare with the time measured),
+// the whole exact `solve` (`exact/solve/`) and the whole 500-slot `solve` (`exact/slots500/`,
+// with its table's bytes). Where the exact DP would not fit this machine (500 and 1000 stages)
+// only its estimate is given (`exact/estimate/`).
+//
 // Times are process CPU time (`MeasureProcessCPUTime`, threads included): the machine may be
 // shared. Counters: `table_bytes`, the DP table the solve allocates; `peak_rss`, the process's
 // peak resident memory so far (getrusage), meaningful for the largest case, which runs first in
@@ -14,6 +22,7 @@
 //
 //   cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release
 //   ninja -C build-bench bench_solver_scaling && build-bench/benchmarks/bench_solver_scaling
+#include <remat/estimate.hpp>
 #include <remat/solve.hpp>
 #include <remat/zoo.hpp>
 
@@ -21,8 +30,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <sys/resource.h>
@@ -167,6 +178,101 @@ void optimal_slots(benchmark::State& state) {
   state.SetComplexityN(state.range(0));
 }
 
+// The chain of an `exact/` benchmark: "synthetic-<L>" or a zoo network's name.
+remat::chain exact_chain(const std::string& name) {
+  if (name.rfind("synthetic-", 0) == 0) return synthetic_chain(std::stoll(name.substr(10)));
+  return remat::zoo::build(name).chain;
+}
+
+// The exact solve's frontier DP alone, one thread, no limits. Counters: `root` and `mean` (points
+// of the root's frontier and of the distinct frontiers), `bytes` (the frontiers' points at 24
+// bytes and the 16 bytes per interval of their classes), `work` (its work units) and `est_s`,
+// the seconds `estimate_solve` (probe of 0.05 s) gave before, to set against the time measured.
+void exact_dp(benchmark::State& state, const std::string& name) {
+  const remat::chain c = exact_chain(name);
+  const remat::detail::model md = remat::detail::make_model(c, 1);
+  remat::detail::interval_bounds bounds;
+  if (!md.exact_sums)
+    bounds = remat::detail::make_interval_bounds(md, {},
+                                                 remat::detail::dp_branches::tape_and_checkpoint);
+  const remat::solve_estimate e = remat::estimate_solve(c, {.threads = 1});
+  remat::detail::frontier_table t;
+  for (auto _ : state) {
+    t = remat::detail::frontier_dp(md, bounds, {});
+    benchmark::DoNotOptimize(t.root().data());
+  }
+  const auto points = static_cast<double>(t.points());
+  state.counters["stages"] = static_cast<double>(c.length());
+  state.counters["root"] = static_cast<double>(t.root().size());
+  state.counters["mean"] = points / static_cast<double>(t.frontiers.size());
+  state.counters["bytes"] =
+      points * remat::detail::frontier_point_bytes +
+      16 * static_cast<double>(remat::detail::interval_count(md.L));
+  state.counters["work"] = t.work;
+  state.counters["est_s"] = e.seconds;
+}
+
+// The whole `solve` at 30% of store-all, one thread: exact (slots 0, no time limit) or 500 slots
+// (counter `table_bytes`: the dense DP's table).
+void exact_solve(benchmark::State& state, const std::string& name, remat::size_type slots) {
+  const remat::chain c = exact_chain(name);
+  const size_type budget = budget_of(c);
+  const remat::solve_options options{
+      .slots = slots, .threads = 1,
+      .max_estimated_seconds = std::numeric_limits<double>::infinity()};
+  for (auto _ : state) benchmark::DoNotOptimize(remat::solve(c, budget, options).plan.makespan);
+  if (slots != remat::exact_units) {
+    const dp_input in = dp_input_of(c, budget, slots);
+    const remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
+        in.md, remat::detail::persistent_need(in.md),
+        remat::detail::dp_branches::tape_and_checkpoint);
+    state.counters["table_bytes"] = remat::detail::fast_table_bytes(
+        remat::detail::make_fast_layout(b, in.md.L, in.M), in.md.L, in.M, 1);
+  }
+}
+
+// The estimate alone where the exact DP would not fit: `est_s`, `est_bytes`.
+void exact_estimate(benchmark::State& state, const std::string& name) {
+  const remat::chain c = exact_chain(name);
+  remat::solve_estimate e;
+  for (auto _ : state) {
+    e = remat::estimate_solve(c, {.threads = 1});
+    benchmark::ClobberMemory();  // (DoNotOptimize on the double member garbles it, g++ 12 -O3)
+  }
+  state.counters["est_s"] = e.seconds;
+  state.counters["est_bytes"] = e.bytes;
+}
+
+void register_exact() {
+  std::vector<std::string> exact_names;
+  for (const std::string_view m : remat::zoo::model_names) exact_names.emplace_back(m);
+  exact_names.emplace_back("synthetic-200");
+  for (const std::string& name : exact_names) {
+    benchmark::RegisterBenchmark(("exact/dp/" + name).c_str(), exact_dp, name)
+        ->MeasureProcessCPUTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("exact/solve/" + name).c_str(), exact_solve, name,
+                                 remat::exact_units)
+        ->MeasureProcessCPUTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("exact/slots500/" + name).c_str(), exact_solve, name,
+                                 remat::size_type{500})
+        ->MeasureProcessCPUTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (const char* name : {"synthetic-500", "synthetic-1000"})
+    benchmark::RegisterBenchmark((std::string("exact/estimate/") + name).c_str(), exact_estimate,
+                                 std::string(name))
+        ->Iterations(1)
+        ->MeasureProcessCPUTime()
+        ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("exact/slots500/synthetic-500", exact_solve,
+                               std::string("synthetic-500"), remat::size_type{500})
+      ->Iterations(1)
+      ->MeasureProcessCPUTime()
+      ->Unit(benchmark::kMillisecond);
+}
+
 [[maybe_unused]] const int registered = [] {
   // The largest case first, so that peak_rss is its own.
   benchmark::RegisterBenchmark("fast_dp_large", fast_dp)
@@ -211,6 +317,7 @@ void optimal_slots(benchmark::State& state) {
           ->Unit(benchmark::kMillisecond);
     }
   }
+  register_exact();
   return 0;
 }();
 

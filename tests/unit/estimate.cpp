@@ -25,6 +25,15 @@ TEST_CASE("estimate_solve: measured on small chains, within the limits, compared
   CHECK_FALSE(p.measured);
   CHECK(p.seconds > 0);
   CHECK(p.bytes > 0);
+  // A probe shorter than the least work (every interval trying each split point once) still runs
+  // the first diagonals and projects from them: it used to stop at once and give that least,
+  // far below the cost of chains whose frontiers have many points (resnet1001: 0.14 s projected
+  // for a 25 s solve).
+  const double least =
+      remat::detail::frontier_least_work(120) / remat::detail::frontier_work_per_second;
+  const remat::solve_estimate q = remat::estimate_solve(long_chain, {}, least / 3);
+  CHECK_FALSE(q.measured);
+  CHECK(q.seconds > 3 * least);
   // Solvers that never refuse cost nothing here.
   const remat::solve_estimate r = remat::estimate_solve(c, {.solver = remat::solver::revolve});
   CHECK(r.seconds == 0);

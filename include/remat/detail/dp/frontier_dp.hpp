@@ -545,7 +545,7 @@ constexpr frontier_table frontier_dp(const model& md, const interval_bounds& bou
   double least = 0;
   for (std::size_t d = 0; d < p.todo.size(); ++d)
     least += static_cast<double>(p.todo[d].size()) * static_cast<double>(d + 1);
-  if (least > o.max_work) {
+  if (o.stop_on_projection && least > o.max_work) {  // (a probe runs what it can)
     t.complete = false;
     t.projected_work = least;
     return t;
