@@ -624,7 +624,9 @@ inline info_report compute_info(const io::chain_file& file, const solve_request&
   rep.store_all = simulate(c, std::span<const op>(all));
   // The least budget does not depend on the budget asked for; 0 builds no table.
   rep.min_budget = solve_optimal(c, 0, {.slots = req.slots}).min_feasible_budget;
-  rep.min_budget_exact = solve_min_memory(c, 0).min_feasible_budget;
+  // Min-memory's least budget, from its O(L^3) least-peak DP (the same budget as its frontier's
+  // first point, tested, without a second frontier DP).
+  rep.min_budget_exact = remat::detail::min_memory_least_peak(c, 0, {}).min_feasible_budget;
   for (std::size_t k = 0; k <= c.length(); ++k) {
     const size_type need = stage_requirement(c, k);
     if (need > rep.largest_requirement || k == 0) {
