@@ -600,7 +600,7 @@ struct info_report {
 
 /// The memory stage `k` needs whatever the schedule: the peak of storing everything on the chain
 /// of that stage alone (its input, the stage, a free loss), which is the larger of F_all(k)
-/// (input, tape, forward overhead) and B(k) (input, tape, incoming and outgoing gradients,
+/// (input, tape, recording overhead) and B(k) (input, tape, incoming and outgoing gradients,
 /// backward overhead); every schedule of the chain runs both with at least that much held. For
 /// `k` = L, the loss: its input and its gradient, and its overhead.
 inline size_type stage_requirement(const chain& c, std::size_t k) {
