@@ -215,6 +215,9 @@ TEST_CASE("sweep: even budgets are exact near the largest sizes; requests it can
   const remat::io::chain_file f = remat::io::read_chain_file(rockmate);
   CHECK_THROWS_AS(remat::sweep(f.chain, {.points = 1}), remat::solver_error);
   CHECK_THROWS_AS(remat::sweep(f.chain, {.solvers = {}}), remat::solver_error);
+  // The DP solvers' limits are those of the sweep: a time limit below any frontier DP's refuses.
+  CHECK_THROWS_AS(remat::sweep(f.chain, {.max_estimated_seconds = 1e-12}), remat::solver_error);
+  CHECK_NOTHROW(remat::sweep(f.chain, {.max_estimated_seconds = 60}));
   // A solver that refuses the chain refuses the sweep, as `solve` does.
   CHECK_THROWS_AS(remat::sweep(f.chain, {.solvers = {remat::solver::exhaustive}}),
                   remat::solver_error);
