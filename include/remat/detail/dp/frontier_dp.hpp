@@ -390,6 +390,18 @@ constexpr void frontier_cell(const model& md, const interval_bounds& bounds, fro
                           : std::max(forwards, md.x[at(j - 1)] + md.x[at(j)] + md.ft[at(j - 1)]);
     const std::vector<frontier_point>& R = t.of(j, l);
     const std::vector<frontier_point>& Lf = t.of(i, j - 1);
+    if (!std::is_constant_evaluated() && j < l) {
+      // The next branch's frontiers lie far apart in the table: start loading the points its
+      // merge reads first (both ends of each) while this one merges.
+      const std::vector<frontier_point>& Rn = t.of(j + 1, l);
+      const std::vector<frontier_point>& Ln = t.of(i, j);
+      if (!Rn.empty() && !Ln.empty()) {
+        __builtin_prefetch(Rn.data());
+        __builtin_prefetch(&Rn.back());
+        __builtin_prefetch(Ln.data());
+        __builtin_prefetch(&Ln.back());
+      }
+    }
     if (R.empty() || Lf.empty()) continue;
     // The branch's floor: mmin, and its own forwards (docs/recording-overhead.md).
     const size_type floor = std::max(mmin, md.x[at(l + 1)] + forwards);
