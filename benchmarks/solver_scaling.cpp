@@ -185,7 +185,7 @@ remat::chain exact_chain(const std::string& name) {
 }
 
 // The exact solve's frontier DP alone, one thread, no limits. Counters: `root` and `mean` (points
-// of the root's frontier and of the distinct frontiers), `bytes` (the frontiers' points at 24
+// of the root's frontier and of the distinct frontiers), `bytes` (the frontiers' points at 20
 // bytes and the 16 bytes per interval of their classes), `work` (its work units) and `est_s`,
 // the seconds `estimate_solve` (probe of 0.05 s) gave before, to set against the time measured.
 void exact_dp(benchmark::State& state, const std::string& name) {

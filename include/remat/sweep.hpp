@@ -158,7 +158,7 @@ struct sweep_fn {
           series.results.push_back(exact_result_at(c, f, b, o, s, branches_of(s)));
           if (options.progress) options.progress(++done, total);
         }
-        for (const frontier_point& p : f.f.table.root()) {
+        for (const frontier_step& p : f.f.table.root()) {
           solve_result r = exact_result_at(c, f, f.f.md.x[0] + p.m, o, s, branches_of(s));
           if (!r.feasible) continue;
           if (!series.curve.empty() && !(r.plan.makespan < series.curve.back().plan.makespan))

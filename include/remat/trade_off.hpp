@@ -52,7 +52,7 @@ struct trade_off_fn {
     const exact_frontier f = solve_frontier(c, options, options.solver, branches);
     trade_off_result out;
     out.epsilon = f.epsilon;
-    for (const frontier_point& p : f.table.root())
+    for (const frontier_step& p : f.table.root())
       out.points.push_back({f.md.x[0] + p.m, p.t});
     return out;
   }

@@ -166,7 +166,7 @@ constexpr exact_solver prepare_exact(const chain& c, const solve_options& option
                                      dp_branches branches, bool allow_thinning = true) {
   exact_solver s;
   s.f = solve_frontier(c, options, which, branches, allow_thinning);
-  const std::vector<frontier_point>& root = s.f.table.root();
+  const std::vector<frontier_step>& root = s.f.table.root();
   s.min_feasible_budget = root.empty() ? solve_result::no_budget : s.f.md.x[0] + root.front().m;
   // The fastest schedule is the answer wherever its peak fits, whatever the frontier says there:
   // at sizes whose sums pass 2^62 the DP's arithmetic saturates and its root can miss it (found
@@ -217,9 +217,9 @@ constexpr solve_result exact_result_at(const chain& c, exact_solver& s, size_typ
     r.makespan_loss = floor_value > 0 ? makespan / floor_value - 1 : 0;
     // The last memory at which the lower bound is still >= the makespan: the exact optimum
     // there is no faster than this schedule.
-    const std::vector<frontier_point>& lr = s.low.root();
+    const std::vector<frontier_step>& lr = s.low.root();
     auto it = std::find_if(lr.begin(), lr.end(),
-                           [&](const frontier_point& p) { return p.t < makespan; });
+                           [&](const frontier_step& p) { return p.t < makespan; });
     const size_type equal = it == lr.end() ? m : std::min(m, it->m - 1);
     r.memory_loss = static_cast<double>(m - equal) / static_cast<double>(budget);
   }

@@ -173,7 +173,8 @@ inline void check_dp_seconds(std::string_view solver_name, const chain& c, size_
 // on densenet121, resnet152 and random chains of 60 to 150 stages on the development machine
 // under load (benchmarks/README-scaling.md); the estimate takes about 20% less.
 inline constexpr double frontier_work_per_second = 5e7;
-inline constexpr double frontier_point_bytes = sizeof(double) * 3;  // a frontier_point
+inline constexpr double frontier_point_bytes =
+    sizeof(double) * 2 + sizeof(std::int32_t);  // a frontier_step and its choice
 
 // The least work of the frontier DP on a chain of L stages, whatever its frontiers: every interval
 // tries each of its split points once (an upper bound on that least where intervals repeat).

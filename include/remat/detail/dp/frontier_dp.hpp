@@ -1,8 +1,8 @@
 // MODEL.md's DP on the chain's own sizes, every budget at once: for each interval (i, l), the step
 // function m -> OPT(i, l, m) kept as its breakpoints instead of a dense array over memory slots.
 //
-// * A frontier is a contiguous array of points (m, t, choice), m strictly increasing (exact
-//   integer memories), t strictly decreasing: OPT(i, l, m) is the t of the last point with
+// * A frontier is a contiguous array of points (m, t), m strictly increasing (exact integer
+//   memories), t strictly decreasing, with a parallel array of choices: OPT(i, l, m) is the t of the last point with
 //   m_k <= m, infinite below the first. The choice (0: tape branch or base case, j - i > 0:
 //   checkpoint at j, relative so that intervals can share it) is the branch that reaches t at m_k; being non-increasing in m, it stays
 //   optimal up to the next point, so the schedule for any m is read back by recursing with the
@@ -52,6 +52,15 @@
 
 namespace remat::detail {
 
+// A frontier's point as the table stores it: 16 bytes, so that the merges, which read only m and
+// t of the frontiers they combine (far apart in a table of up to hundreds of MB), load 4 points
+// per cache line instead of 2.7; its choice is in a parallel array only the read-back reads.
+struct frontier_step {
+  size_type m = 0;
+  double t = 0;
+};
+
+// A point with its choice: the envelope being built (`frontier::scratch`).
 struct frontier_point {
   size_type m = 0;
   double t = 0;
@@ -86,25 +95,33 @@ struct frontier_table {
   double points_done = 0;
   double projected_work = 0;    // the whole DP's, projected from the diagonals done (or done)
   double projected_points = 0;
-  std::vector<std::int32_t> kind;                   // [interval] -> index into `frontiers`
-  std::vector<std::vector<frontier_point>> frontiers;  // one per distinct interval
+  std::vector<std::int32_t> kind;                  // [interval] -> index into `frontiers`
+  std::vector<std::vector<frontier_step>> frontiers;  // one per distinct interval
+  std::vector<std::vector<std::int32_t>> choices;     // [k][p]: the choice of frontiers[k][p]
 
-  constexpr const std::vector<frontier_point>& of(std::int32_t i, std::int32_t l) const {
+  constexpr const std::vector<frontier_step>& of(std::int32_t i, std::int32_t l) const {
     return frontiers[static_cast<std::size_t>(kind[interval_index(L, i, l)])];
   }
+  constexpr const std::vector<std::int32_t>& choices_of(std::int32_t i, std::int32_t l) const {
+    return choices[static_cast<std::size_t>(kind[interval_index(L, i, l)])];
+  }
   // The last point at or below m, or nullptr (infinite).
-  constexpr const frontier_point* at(std::int32_t i, std::int32_t l, size_type m) const {
-    const std::vector<frontier_point>& f = of(i, l);
+  constexpr const frontier_step* at(std::int32_t i, std::int32_t l, size_type m) const {
+    const std::vector<frontier_step>& f = of(i, l);
     auto it = std::upper_bound(f.begin(), f.end(), m,
-                               [](size_type v, const frontier_point& p) { return v < p.m; });
+                               [](size_type v, const frontier_step& p) { return v < p.m; });
     return it == f.begin() ? nullptr : &*(it - 1);
   }
+  // The choice of `p`, a point of (i, l)'s frontier (`at`).
+  constexpr std::int32_t choice(std::int32_t i, std::int32_t l, const frontier_step* p) const {
+    return choices_of(i, l)[static_cast<std::size_t>(p - of(i, l).data())];
+  }
   constexpr double value(std::int32_t i, std::int32_t l, size_type m) const {
-    const frontier_point* p = at(i, l, m);
+    const frontier_step* p = at(i, l, m);
     return p == nullptr ? infinite_time : p->t;
   }
-  constexpr const std::vector<frontier_point>& root() const { return of(0, L); }
-  // Points over all distinct frontiers (their storage: 24 bytes each).
+  constexpr const std::vector<frontier_step>& root() const { return of(0, L); }
+  // Points over all distinct frontiers (their storage: 20 bytes each).
   constexpr std::size_t points() const {
     std::size_t n = 0;
     for (const auto& f : frontiers) n += f.size();
@@ -189,7 +206,7 @@ struct scratch {
 
 // The points of `f` from memory `from` on, the first moved up to `from` (a step function cut
 // below `from`), appended to `out` with memory shifted by `shift` and time plus `add`.
-constexpr void append_shifted(std::vector<frontier_point>& out, const std::vector<frontier_point>& f,
+constexpr void append_shifted(std::vector<frontier_point>& out, const std::vector<frontier_step>& f,
                               size_type shift, double add, size_type from, std::int32_t choice) {
   std::size_t k = 0;
   while (k + 1 < f.size() && f[k + 1].m + shift <= from) ++k;
@@ -215,8 +232,8 @@ inline constexpr std::size_t merge_block = 8;
 // and the whole segment is skipped. Elsewhere the three are merged point by point until the
 // branch stops winning past the segment; only the envelope's points over memories where the
 // branch won somewhere are rebuilt, the rest is copied as it stands.
-constexpr bool merge_branch(scratch& s, const std::vector<frontier_point>& R, size_type shift,
-                            const std::vector<frontier_point>& Lf, double forward, size_type from,
+constexpr bool merge_branch(scratch& s, const std::vector<frontier_step>& R, size_type shift,
+                            const std::vector<frontier_step>& Lf, double forward, size_type from,
                             std::int32_t j) {
   const std::vector<frontier_point>& best = s.best;
   std::vector<frontier_point>& out = s.next;
@@ -228,10 +245,10 @@ constexpr bool merge_branch(scratch& s, const std::vector<frontier_point>& R, si
   const std::size_t nl = Lf.size();
   const size_type start = std::max({R.front().m + shift, Lf.front().m, from});
   const double least = (forward + R.back().t) + Lf.back().t;  // the branch's value from its top
-  auto above = [](const std::vector<frontier_point>& f, size_type m) {  // the first point above m
+  auto above = [](const auto& f, size_type m) {  // the first point above m
     return static_cast<std::size_t>(
         std::upper_bound(f.begin(), f.end(), m,
-                         [](size_type v, const frontier_point& p) { return v < p.m; }) -
+                         [](size_type v, const auto& p) { return v < p.m; }) -
         f.begin());
   };
   // ib: the first point of best at or above m (below it: settled); ir, il: a point of R, Lf at or
@@ -362,22 +379,26 @@ constexpr void thin(std::vector<frontier_point>& f, double epsilon, thinning sid
 // The frontier of interval (i, l) from those of shorter intervals (`t`, filled up to l - i - 1).
 constexpr void frontier_cell(const model& md, const interval_bounds& bounds, frontier_table& t,
                              std::int32_t i, std::int32_t l, const frontier_options& o,
-                             frontier::scratch& s, std::vector<frontier_point>& result) {
+                             frontier::scratch& s, std::vector<frontier_step>& result,
+                             std::vector<std::int32_t>& result_choices) {
   auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
   result.clear();
+  result_choices.clear();
   if (i == md.L) {
-    result.push_back({md.x[at(md.L)] + md.bt[at(md.L)], md.bw[at(md.L)], 0});
+    result.push_back({md.x[at(md.L)] + md.bt[at(md.L)], md.bw[at(md.L)]});
+    result_choices.push_back(0);
     return;
   }
   const size_type tape_ops = tape_ops_memory(md, i, l);
   if (i == l) {
-    result.push_back({tape_ops, md.fw[at(i)] + md.bw[at(i)], 0});
+    result.push_back({tape_ops, md.fw[at(i)] + md.bw[at(i)]});
+    result_choices.push_back(0);
     return;
   }
   const size_type mmin = necessary_memory(md, i, l);
   s.best.clear();
   if (o.branches == dp_branches::tape_and_checkpoint) {
-    const std::vector<frontier_point>& rest = t.of(i + 1, l);
+    const std::vector<frontier_step>& rest = t.of(i + 1, l);
     if (!rest.empty())
       frontier::append_shifted(s.best, rest, md.xb[at(i + 1)], md.fw[at(i)] + md.bw[at(i)],
                                std::max(tape_ops, mmin), 0);
@@ -388,13 +409,13 @@ constexpr void frontier_cell(const model& md, const interval_bounds& bounds, fro
     forward += md.fw[at(j - 1)];
     forwards = j == i + 1 ? md.x[at(i + 1)] + md.ft[at(i)]
                           : std::max(forwards, md.x[at(j - 1)] + md.x[at(j)] + md.ft[at(j - 1)]);
-    const std::vector<frontier_point>& R = t.of(j, l);
-    const std::vector<frontier_point>& Lf = t.of(i, j - 1);
+    const std::vector<frontier_step>& R = t.of(j, l);
+    const std::vector<frontier_step>& Lf = t.of(i, j - 1);
     if (!std::is_constant_evaluated() && j < l) {
       // The next branch's frontiers lie far apart in the table: start loading the points its
       // merge reads first (both ends of each) while this one merges.
-      const std::vector<frontier_point>& Rn = t.of(j + 1, l);
-      const std::vector<frontier_point>& Ln = t.of(i, j);
+      const std::vector<frontier_step>& Rn = t.of(j + 1, l);
+      const std::vector<frontier_step>& Ln = t.of(i, j);
       if (!Rn.empty() && !Ln.empty()) {
         __builtin_prefetch(Rn.data());
         __builtin_prefetch(&Rn.back());
@@ -423,7 +444,13 @@ constexpr void frontier_cell(const model& md, const interval_bounds& bounds, fro
       s.best.push_back({bounds.store[c], bounds.S[c], 0});
   }
   if (o.epsilon > 0 && o.side != thinning::none) frontier::thin(s.best, o.epsilon, o.side);
-  result.assign(s.best.begin(), s.best.end());
+  // (push_back, not resize: clang 14 refuses libstdc++'s resize of ints in constant evaluation)
+  result.reserve(s.best.size());
+  result_choices.reserve(s.best.size());
+  for (const frontier_point& p : s.best) {
+    result.push_back({p.m, p.t});
+    result_choices.push_back(p.choice);
+  }
 }
 
 namespace frontier {
@@ -527,7 +554,7 @@ inline frontier_table threaded(const model& md, const interval_bounds& bounds,
       for (std::size_t k = next.fetch_add(1); k < todo.size(); k = next.fetch_add(1)) {
         const std::int32_t i = todo[k];
         const auto c = static_cast<std::size_t>(t.kind[interval_index(L, i, i + d)]);
-        frontier_cell(md, bounds, t, i, i + d, o, s, t.frontiers[c]);
+        frontier_cell(md, bounds, t, i, i + d, o, s, t.frontiers[c], t.choices[c]);
       }
       work[w] = std::exchange(s.work, 0);
       sync.arrive_and_wait();
@@ -552,6 +579,7 @@ constexpr frontier_table frontier_dp(const model& md, const interval_bounds& bou
   std::int32_t count = 0;
   t.kind = frontier::interval_classes(md, count);
   t.frontiers.resize(static_cast<std::size_t>(count));
+  t.choices.resize(static_cast<std::size_t>(count));
   frontier::plan p = frontier::make_plan(t);
   // The least work: every interval computed tries each split point.
   double least = 0;
@@ -570,7 +598,7 @@ constexpr frontier_table frontier_dp(const model& md, const interval_bounds& bou
     double points = 0;
     for (const std::int32_t i : p.todo[static_cast<std::size_t>(d)]) {
       const auto k = static_cast<std::size_t>(t.kind[interval_index(md.L, i, i + d)]);
-      frontier_cell(md, bounds, t, i, i + d, o, s, t.frontiers[k]);
+      frontier_cell(md, bounds, t, i, i + d, o, s, t.frontiers[k], t.choices[k]);
       points += static_cast<double>(t.frontiers[k].size());
     }
     p.work[static_cast<std::size_t>(d)] = std::exchange(s.work, 0);
@@ -584,11 +612,12 @@ constexpr frontier_table frontier_dp(const model& md, const interval_bounds& bou
 constexpr std::vector<op> frontier_ops(const model& md, const frontier_table& t, std::int32_t i,
                                        std::int32_t l, size_type m) {
   return persistent_ops(md, i, l, m, [&](std::int32_t ci, std::int32_t cl, size_type cm) {
-    const frontier_point* p = t.at(ci, cl, cm);
+    const frontier_step* p = t.at(ci, cl, cm);
     if (p == nullptr)
       throw std::logic_error("remat internal error: a frontier's schedule reads an infeasible "
                              "interval");
-    return p->choice == 0 ? 0 : ci + p->choice;
+    const std::int32_t choice = t.choice(ci, cl, p);
+    return choice == 0 ? 0 : ci + choice;
   });
 }
 

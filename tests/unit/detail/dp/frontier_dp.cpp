@@ -24,7 +24,7 @@ using remat::chain;
 using remat::size_type;
 using remat::detail::dp_branches;
 using remat::detail::frontier_options;
-using remat::detail::frontier_point;
+using remat::detail::frontier_step;
 using remat::detail::frontier_table;
 using remat::detail::model;
 using remat::detail::optimal_table;
@@ -55,6 +55,9 @@ long differences(const model& md, const optimal_table& ref, const frontier_table
 }
 
 bool well_formed(const frontier_table& t) {
+  if (t.choices.size() != t.frontiers.size()) return false;
+  for (std::size_t c = 0; c < t.frontiers.size(); ++c)
+    if (t.choices[c].size() != t.frontiers[c].size()) return false;
   for (const auto& f : t.frontiers)
     for (std::size_t k = 1; k < f.size(); ++k)
       if (!(f[k - 1].m < f[k].m && f[k].t < f[k - 1].t)) return false;
@@ -120,7 +123,7 @@ TEST_CASE("property: a schedule read back at any memory replays at its value, wi
     CAPTURE(remat::testing::chain_text(c));
     const model md = remat::detail::make_model(c, 1);
     const frontier_table f = frontier_of(md, {});
-    const std::vector<frontier_point>& root = f.root();
+    const std::vector<frontier_step>& root = f.root();
     REQUIRE(!root.empty());
     // At every breakpoint and one unit below the next (the far end of its step).
     for (std::size_t k = 0; k < root.size(); ++k) {
@@ -147,8 +150,8 @@ TEST_CASE("frontier: one thread or several, the same frontiers") {
         const auto& a = one.of(i, l);
         const auto& b = three.of(i, l);
         REQUIRE(a.size() == b.size());
-        for (std::size_t k = 0; k < a.size(); ++k)
-          REQUIRE((a[k].m == b[k].m && a[k].t == b[k].t && a[k].choice == b[k].choice));
+        REQUIRE(one.choices_of(i, l) == three.choices_of(i, l));
+        for (std::size_t k = 0; k < a.size(); ++k) REQUIRE((a[k].m == b[k].m && a[k].t == b[k].t));
       }
   }
 }
@@ -184,14 +187,14 @@ TEST_CASE("property: thinned frontiers bracket the exact one, within epsilon of 
     CHECK(up.root().front().m == exact.root().front().m);
     CHECK(down.root().front().m == exact.root().front().m);
     CHECK(up.root().back().t == exact.root().back().t);
-    for (const frontier_point& p : exact.root())
+    for (const frontier_step& p : exact.root())
       for (const size_type m : {p.m, p.m + 1, p.m + p.m / 50}) {
         const double e = exact.value(0, md.L, m);
         CHECK(up.value(0, md.L, m) >= e);
         CHECK(down.value(0, md.L, m) <= e);
         // The pessimistic schedule fits m, between the exact value and the thinned one (its
         // sub-intervals read back at the true memory can do better than the dropped points).
-        const remat::detail::frontier_point* q = up.at(0, md.L, m);
+        const frontier_step* q = up.at(0, md.L, m);
         if (q == nullptr) continue;
         const remat::replay_result r = remat::simulate(
             remat::detail::to_chain(md), remat::detail::frontier_ops(md, up, 0, md.L, m));
