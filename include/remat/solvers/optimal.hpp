@@ -6,11 +6,12 @@
 // j-1), solve (j, l) holding a_j, then solve (i, j-1)). Ties go to the tape branch, then to the
 // smallest j.
 //
-// By default the DP runs on the chain's own sizes, every budget at once (detail/dp/frontier_dp.hpp):
-// the result is the fastest persistent schedule that fits the budget in bytes. With
-// `solve_options::slots` = N it is Rotor's discretized DP (detail/dp/optimal_fast.hpp): sizes
-// rounded up to whole slots of budget / N, so its schedule fits, but can be slower than the exact
-// one or missing where the exact one fits.
+// By default the DP runs on the chain's own sizes, every budget at once
+// (detail/dp/frontier_dp.hpp), or every budget up to the one asked for (`solve_exact`): the result
+// is the fastest persistent schedule that fits the budget in bytes. With `solve_options::slots` = N
+// it is Rotor's discretized DP (detail/dp/optimal_fast.hpp): sizes rounded up to whole slots of
+// budget / N, so its schedule fits, but can be slower than the exact one or missing where the
+// exact one fits.
 #pragma once
 
 #include <remat/chain.hpp>
@@ -65,13 +66,14 @@ inline constexpr double thinning_steps[] = {0, 0.001, 0.005, 0.02, 0.1};
 
 // The frontier DP within the solve's limits: exact where its work and points, projected as it
 // goes, stay within them; else thinned, by the first epsilon of `thinning_steps` that does (none
-// without `allow_thinning`). Throws the refusal where none does.
+// without `allow_thinning`). Throws the refusal where none does. `cap`: `frontier_options::cap`.
 constexpr frontier_table frontier_within_limits(const chain& c, const model& md,
                                                 const interval_bounds& bounds,
                                                 const solve_options& options, solver which,
                                                 dp_branches branches, double& epsilon,
-                                                bool allow_thinning = true) {
-  frontier_options fo{.branches = branches};
+                                                bool allow_thinning = true,
+                                                size_type cap = unreachable) {
+  frontier_options fo{.branches = branches, .cap = cap};
   epsilon = 0;
   if (std::is_constant_evaluated()) return frontier_dp(md, bounds, fo);
   fo.threads = dp_threads(options.threads);
@@ -140,13 +142,14 @@ struct exact_frontier {
 };
 
 constexpr exact_frontier solve_frontier(const chain& c, const solve_options& options, solver which,
-                                        dp_branches branches, bool allow_thinning = true) {
+                                        dp_branches branches, bool allow_thinning = true,
+                                        size_type cap = unreachable) {
   exact_frontier f;
   f.md = make_model(c, 1);
   // Only chains whose sums round read the intervals' store and S (and not their need).
   if (!f.md.exact_sums) f.bounds = make_interval_bounds(f.md, {}, branches);
   f.table = frontier_within_limits(c, f.md, f.bounds, options, which, branches, f.epsilon,
-                                   allow_thinning);
+                                   allow_thinning, cap);
   return f;
 }
 
@@ -210,7 +213,8 @@ constexpr solve_result exact_result_at(const chain& c, exact_solver& s, size_typ
                           {.branches = branches,
                            .epsilon = epsilon,
                            .side = thinning::optimistic,
-                           .threads = dp_threads(options.threads)});
+                           .threads = dp_threads(options.threads),
+                           .cap = t.cap});
       s.has_low = true;
     }
     const double floor_value = s.low.value(0, md.L, m);
@@ -226,12 +230,45 @@ constexpr solve_result exact_result_at(const chain& c, exact_solver& s, size_typ
   return r;
 }
 
-// The exact solve at one budget.
+// The exact solve at one budget. Below the fastest schedule's peak, the frontier DP capped at the
+// budget (`frontier_options::cap`: about half the points of the whole curve at 30% of store-all);
+// its root's first point is the least budget wherever it has one. Where it has none (an
+// infeasible budget) and where the fastest schedule fits (no DP at all), the least budget is the
+// least-memory DP's, O(L^3): that is the whole frontier's first point where every value is finite
+// (exact sums) and no sum of sizes rounds or wraps (`need_in_doubles`), as the first point of a
+// cell is where the first of its branches' conditions holds, which is that DP's recurrence.
+// Elsewhere (sums that round, sizes near 2^63) the whole frontier, as `prepare_exact`.
 constexpr solve_result solve_exact(const chain& c, size_type budget, const solve_options& options,
                                    solver which, dp_branches branches) {
   if (budget < 0) throw_solver_error("the budget must be >= 0");
-  exact_solver s = prepare_exact(c, options, which, branches);
-  return exact_result_at(c, s, budget, options, which, branches);
+  const model md = make_model(c, 1);
+  exact_solver s;
+  if (!md.exact_sums || !need_in_doubles(md)) {
+    s = prepare_exact(c, options, which, branches);
+    return exact_result_at(c, s, budget, options, which, branches);
+  }
+  s.fastest = fastest_schedule_of(c, branches);
+  const bool fits = s.fastest.bytes.peak_memory <= budget;
+  if (!fits && budget >= md.x[0]) {
+    s.f = solve_frontier(c, options, which, branches, true, budget - md.x[0]);
+    const std::vector<frontier_step>& root = s.f.table.root();
+    if (!root.empty()) {
+      s.min_feasible_budget = s.fastest.lower(md.x[0] + root.front().m);
+      return exact_result_at(c, s, budget, options, which, branches);
+    }
+  }
+  if (!std::is_constant_evaluated())
+    check_dp_seconds(name(which), c, exact_units, need_dp_seconds(c, 1), need_dp_bytes(md.L),
+                     options, "finding the least budget");
+  const size_type least = persistent_min_budget(md, branches);
+  const size_type min_budget =
+      s.fastest.lower(least == unreachable ? solve_result::no_budget : least);
+  solve_result out;
+  out.budget = budget;
+  out.epsilon = s.f.epsilon;  // (of the capped DP that found nothing, if one ran)
+  if (fits) out = finish(c, which, budget, std::move(s.fastest.ops), s.fastest.bytes.makespan);
+  out.min_feasible_budget = min_budget;
+  return out;
 }
 
 // The solve with slots: discretize, the least budget with these slots, the dense DP up to the

@@ -82,6 +82,11 @@ static_assert(remat::solve_optimal(tall_tape(), 16, exact).plan.makespan == 19);
 static_assert(remat::solve_optimal(tall_tape(), 14, exact).plan.makespan == 25);
 static_assert(!remat::solve_optimal(tall_tape(), 13, exact).feasible);
 static_assert(remat::solve_optimal(tall_tape(), 13, exact).min_feasible_budget == 14);
+// At one budget the least budget comes from the capped DP, or from the least-memory DP where
+// store-all fits or nothing does (input alone above the budget included).
+static_assert(remat::solve_optimal(tall_tape(), 100, exact).min_feasible_budget == 14);
+static_assert(remat::solve_optimal(tall_tape(), 16, exact).min_feasible_budget == 14);
+static_assert(remat::solve_optimal(tall_tape(), 0, exact).min_feasible_budget == 14);
 // With the default 500 slots these budgets are cut in units of 1: the same answers.
 static_assert(remat::solve_optimal(tall_tape(), 16).plan.makespan == 19);
 
@@ -499,7 +504,8 @@ TEST_CASE("the DP table's size is guarded") {
   }
   // Neither an infeasible budget nor one where store-all fits needs a table.
   const size_type least = remat::solve_optimal(c, 0, exact).min_feasible_budget;
-  CHECK_FALSE(remat::solve_optimal(c, least - 1, {.slots = least - 1, .max_table_bytes = 0}).feasible);
+  CHECK_FALSE(
+      remat::solve_optimal(c, least - 1, {.slots = least - 1, .max_table_bytes = 0}).feasible);
   CHECK(remat::solve_optimal(c, 6, {.slots = 6, .max_table_bytes = 0}).feasible);
   // The frontier DP (exact units) has its memory limit too, checked as it goes.
   CHECK_THROWS_WITH_AS((void)remat::solve_optimal(c, 5, {.max_table_bytes = 1}),
@@ -618,4 +624,124 @@ TEST_CASE("times so large that a makespan could overflow a double") {
   REQUIRE(r.feasible);
   CHECK(r.plan.makespan == 5e307 + 5e307);
   CHECK(remat::solve_optimal(c, 9, exact).plan.makespan == 5e307 + 5e307 + 5e307);
+}
+
+namespace {
+
+// The exact solve through the whole curve (every budget's frontier, as the sweeps run it).
+solve_result whole_curve_solve(const chain& c, size_type budget,
+                               remat::detail::dp_branches branches, remat::solver which) {
+  remat::detail::exact_solver s = remat::detail::prepare_exact(c, exact, which, branches);
+  return remat::detail::exact_result_at(c, s, budget, exact, which, branches);
+}
+
+}  // namespace
+
+// A solve at one budget caps the frontier DP there and takes the least budget from the
+// least-memory DP where the capped root says nothing: the same result as the whole curve's, bit
+// for bit. Budgets from below the input to beyond store-all; zero sizes; both branch sets.
+TEST_CASE("property: the solve at one budget equals the whole curve's, bit for bit") {
+  std::mt19937_64 rng(15);
+  int infeasible = 0, fastest = 0, capped = 0;
+  for (int n = 0; n < 3000; ++n) {
+    const chain c = n % 10 == 0 ? random_chain(rng, {10, 30, 100, n % 20 == 0})
+                                : random_chain(rng, {1, 10, 10, n % 3 != 0});
+    INFO(chain_text(c));
+    const size_type top = store_all_replay(c).peak_memory;
+    for (const auto& run :
+         {std::pair{remat::detail::dp_branches::tape_and_checkpoint, remat::solver::optimal},
+          std::pair{remat::detail::dp_branches::checkpoint_only, remat::solver::checkpoint_only}}) {
+      // (No structured binding: clang 14 does not capture one in CAPTURE's lambda.)
+      const remat::detail::dp_branches branches = run.first;
+      const remat::solver which = run.second;
+      // Store-all's peak, or checkpoint-all's without the tape branch.
+      const size_type fastest_peak =
+          remat::detail::fastest_schedule_of(c, branches).bytes.peak_memory;
+      for (int k = 0; k < 3; ++k) {
+        const size_type b = std::uniform_int_distribution<size_type>(0, top + 2)(rng);
+        CAPTURE(b);
+        CAPTURE(remat::name(which));
+        const solve_result one = remat::detail::solve_exact(c, b, exact, which, branches);
+        const solve_result whole = whole_curve_solve(c, b, branches, which);
+        CHECK(one.feasible == whole.feasible);
+        CHECK(one.min_feasible_budget == whole.min_feasible_budget);
+        CHECK(one.epsilon == whole.epsilon);
+        CHECK(one.plan.ops == whole.plan.ops);
+        if (one.feasible) CHECK(one.plan.makespan == whole.plan.makespan);
+        CHECK(one == whole);
+        if (!whole.feasible)
+          ++infeasible;
+        else if (b >= fastest_peak)
+          ++fastest;
+        else
+          ++capped;
+      }
+    }
+  }
+  // Each way through the solve is taken often.
+  CHECK(infeasible > 500);
+  CHECK(fastest > 500);
+  CHECK(capped > 2000);
+}
+
+TEST_CASE("one budget: store-all fits, or nothing does; the least budget either way") {
+  const chain c = tall_tape();  // least budget 14, store-all's peak 17, input 1
+  for (const size_type b : {size_type{0}, size_type{13}, size_type{17}, size_type{100}}) {
+    CAPTURE(b);
+    const solve_result r = remat::solve_optimal(c, b, exact);
+    CHECK(r.feasible == (b >= 14));
+    CHECK(r.min_feasible_budget == 14);
+    CHECK(r.epsilon == 0);
+    CHECK(r == whole_curve_solve(c, b, remat::detail::dp_branches::tape_and_checkpoint,
+                                 remat::solver::optimal));
+    if (b >= 17) CHECK(r.plan.ops == remat::store_all_ops(length(c)));
+  }
+}
+
+// Thinned where the capped DP would pass the table limit: the schedule fits, and the loss bounds
+// (against the capped DP thinned the other way) hold against the exact optimum of the whole
+// curve.
+TEST_CASE("property: one budget, thinned: the schedule fits and the loss bounds hold") {
+  std::mt19937_64 rng(16);
+  int thinned = 0;
+  for (int n = 0; n < 40; ++n) {
+    const chain c = random_chain(rng, {25, 40, 1000000, true});
+    INFO(chain_text(c));
+    const size_type top = store_all_replay(c).peak_memory;
+    const remat::detail::model md = remat::detail::make_model(c, 1);
+    const remat::detail::frontier_table whole =
+        remat::detail::frontier_dp(md, remat::detail::interval_bounds{});
+    REQUIRE(md.exact_sums);
+    for (const double share : {0.25, 0.4, 0.6}) {
+      const auto b = static_cast<size_type>(share * static_cast<double>(top));
+      CAPTURE(b);
+      const double optimum = whole.value(0, md.L, b - md.x[0]);
+      if (!(optimum < infinite)) continue;
+      // The exact capped table's points, and a byte limit that leaves room for a few of them only.
+      const remat::detail::frontier_table capped =
+          remat::detail::frontier_dp(md, {}, {.cap = b - md.x[0]});
+      const double fixed = 16 * static_cast<double>(remat::detail::interval_count(md.L));
+      const auto limit = static_cast<std::size_t>(
+          fixed + 0.3 * static_cast<double>(capped.points()) * remat::detail::frontier_point_bytes);
+      solve_result r;
+      try {
+        r = remat::solve_optimal(c, b, {.slots = remat::exact_units, .max_table_bytes = limit});
+      } catch (const remat::solver_error&) {
+        continue;  // not even thinned at 10% does it fit
+      }
+      REQUIRE(r.feasible);
+      if (r.epsilon == 0) continue;
+      ++thinned;
+      const replay_result sim = remat::simulate(c, r.plan);
+      REQUIRE(sim.valid());
+      CHECK(sim.peak_memory <= b);
+      CHECK(sim.makespan == r.plan.makespan);
+      CHECK(r.plan.makespan >= optimum);
+      CHECK(r.plan.makespan <= (1 + r.makespan_loss) * optimum * (1 + 1e-12));
+      // At least as fast as the exact optimum with memory_loss of the budget less.
+      const size_type equal = b - md.x[0] - std::llround(r.memory_loss * static_cast<double>(b));
+      CHECK(r.plan.makespan <= whole.value(0, md.L, equal));
+    }
+  }
+  CHECK(thinned > 20);
 }

@@ -25,6 +25,10 @@
 //   blocks) have a few distinct intervals per length instead of L.
 // * Threads share each diagonal's distinct intervals (every interval reads shorter ones only).
 //
+// A solve at one budget needs each interval only up to the memory that budget can leave it
+// (`frontier_options::cap`, `frontier::interval_cap`): points above are neither computed nor kept,
+// and the values at or below the cap are those of the whole frontier, bit for bit.
+//
 // Thinning (`frontier_options::epsilon` > 0) bounds the frontiers' sizes: of points within a
 // relative epsilon of memory of the next one kept, only the latter stays, so a dropped point's
 // budgets get a kept point's schedule (rounding memory up: a schedule never claims to fit what it
@@ -82,6 +86,10 @@ struct frontier_options {
   double max_points = std::numeric_limits<double>::infinity();
   // False: the limits stop the DP on what is done only (a probe, `remat::estimate_solve`).
   bool stop_on_projection = true;
+  // The root's memory (m of (0, L)) of a solve at one budget: every interval is computed up to
+  // the most memory that m can leave it (`frontier::interval_cap`) only. `unreachable`: no cap,
+  // every budget (the sweeps and trade-offs read the whole curve).
+  size_type cap = unreachable;
 };
 
 // Every interval's frontier; intervals of the same content share one.
@@ -95,6 +103,9 @@ struct frontier_table {
   double points_done = 0;
   double projected_work = 0;    // the whole DP's, projected from the diagonals done (or done)
   double projected_points = 0;
+  // `frontier_options::cap`: the root's values are those of the whole DP at m <= cap only (each
+  // interval's up to its `frontier::interval_cap`), nothing is known above.
+  size_type cap = unreachable;
   std::vector<std::int32_t> kind;                  // [interval] -> index into `frontiers`
   std::vector<std::vector<frontier_step>> frontiers;  // one per distinct interval
   std::vector<std::vector<std::int32_t>> choices;     // [k][p]: the choice of frontiers[k][p]
@@ -197,6 +208,20 @@ constexpr std::vector<std::int32_t> interval_classes(const model& md, std::int32
   return kind;
 }
 
+// The most memory at which the DP of a root capped at `cap` reads an interval starting at i (-1:
+// none). A branch passes its own memory to its left part and less to the others, and the start
+// moves up, from i' < i to i, only into the tape branch's rest (m - xb[i]) or a checkpoint's
+// right part at i (m - x[i]): an interval starting at i > 0 is read at cap - min(x[i], xb[i]) at
+// most. The DP itself reads every interval within these caps (from (i, l) at m <= its cap: the
+// left part at m, the others at m - xb[i + 1] or m - x[j], below their caps), and so does the
+// read-back of a schedule.
+constexpr size_type interval_cap(const model& md, size_type cap, std::int32_t i) noexcept {
+  if (cap == unreachable || i == 0) return cap;
+  const auto at = static_cast<std::size_t>(i);
+  const size_type least = std::min(md.x[at], md.xb[at]);
+  return cap < least ? -1 : cap - least;
+}
+
 // The working buffers of one thread: the envelope so far and the next one.
 struct scratch {
   std::vector<frontier_point> best, next, patch;
@@ -205,25 +230,27 @@ struct scratch {
 };
 
 // The points of `f` from memory `from` on, the first moved up to `from` (a step function cut
-// below `from`), appended to `out` with memory shifted by `shift` and time plus `add`.
+// below `from`), appended to `out` with memory shifted by `shift` and time plus `add`, up to
+// memory `top`.
 constexpr void append_shifted(std::vector<frontier_point>& out, const std::vector<frontier_step>& f,
-                              size_type shift, double add, size_type from, std::int32_t choice) {
+                              size_type shift, double add, size_type from, std::int32_t choice,
+                              size_type top) {
+  if (f.empty() || from > top) return;
   std::size_t k = 0;
   while (k + 1 < f.size() && f[k + 1].m + shift <= from) ++k;
-  if (f.empty() || f[k].m + shift > from) {
-    for (; k < f.size(); ++k) out.push_back({f[k].m + shift, add + f[k].t, choice});
-    return;
-  }
-  out.push_back({from, add + f[k].t, choice});
-  for (++k; k < f.size(); ++k) out.push_back({f[k].m + shift, add + f[k].t, choice});
+  if (f[k].m + shift <= from) out.push_back({from, add + f[k++].t, choice});
+  for (; k < f.size() && f[k].m + shift <= top; ++k)
+    out.push_back({f[k].m + shift, add + f[k].t, choice});
 }
 
 // Points per block of the coarse walk in `merge_branch`.
 inline constexpr std::size_t merge_block = 8;
 
-// best = min(best, branch j), branch(m) = (forward + R(m - shift)) + Lf(m) for m >= from (the
-// dense DP's order of the sums); ties keep `best`'s point. The new envelope is built in `s.next`;
-// false (and `s.next` meaningless) when the branch wins nowhere.
+// best = min(best, branch j), branch(m) = (forward + R(m - shift)) + Lf(m) for from <= m <= top
+// (the dense DP's order of the sums); ties keep `best`'s point. The new envelope is built in
+// `s.next`; false (and `s.next` meaningless) when the branch wins nowhere. `best` has no point
+// above `top`; R and Lf hold every point up to the memories the branch reads them at (top - shift
+// and top), so their last points still bound it from below.
 //
 // Most of a branch loses everywhere, so the walk goes by blocks of `merge_block` points of each
 // of R, Lf and best: over the memories where none of the three leaves its block, the branch is at
@@ -234,7 +261,7 @@ inline constexpr std::size_t merge_block = 8;
 // branch won somewhere are rebuilt, the rest is copied as it stands.
 constexpr bool merge_branch(scratch& s, const std::vector<frontier_step>& R, size_type shift,
                             const std::vector<frontier_step>& Lf, double forward, size_type from,
-                            std::int32_t j) {
+                            std::int32_t j, size_type top) {
   const std::vector<frontier_point>& best = s.best;
   std::vector<frontier_point>& out = s.next;
   std::vector<frontier_point>& patch = s.patch;
@@ -244,6 +271,9 @@ constexpr bool merge_branch(scratch& s, const std::vector<frontier_step>& R, siz
   const std::size_t nr = R.size();
   const std::size_t nl = Lf.size();
   const size_type start = std::max({R.front().m + shift, Lf.front().m, from});
+  if (start > top) return false;
+  // The walk ends at a memory >= stop.
+  const size_type stop = top == none ? none : top + 1;
   const double least = (forward + R.back().t) + Lf.back().t;  // the branch's value from its top
   auto above = [](const auto& f, size_type m) {  // the first point above m
     return static_cast<std::size_t>(
@@ -280,7 +310,7 @@ constexpr bool merge_branch(scratch& s, const std::vector<frontier_step>& R, siz
     const size_type e = std::min({mem_r(hr), mem_l(hl), mem_b(hb)});
     s.work += 1;
     if (!((forward + R[hr - 1].t) + Lf[hl - 1].t < ub)) {  // no win below e
-      if (e == none) break;
+      if (e >= stop) break;
       m = e;
       if (mem_r(hr) == e) ir = hr;
       if (mem_l(hl) == e) il = hl;
@@ -319,7 +349,7 @@ constexpr bool merge_branch(scratch& s, const std::vector<frontier_step>& R, siz
       const size_type mb = ib < nb ? best[ib].m : none;
       const size_type mn = std::min({mb, mr, ml});
       s.work += 1;
-      if (mn == none || (!wins && b <= least)) {  // nothing left to win
+      if (mn >= stop || (!wins && b <= least)) {  // nothing left to win
         done = true;
         break;
       }
@@ -376,32 +406,32 @@ constexpr void thin(std::vector<frontier_point>& f, double epsilon, thinning sid
 
 }  // namespace frontier
 
-// The frontier of interval (i, l) from those of shorter intervals (`t`, filled up to l - i - 1).
+// The frontier of interval (i, l) from those of shorter intervals (`t`, filled up to l - i - 1),
+// up to memory `top` (the cap of its class: `frontier::plan::cap`).
 constexpr void frontier_cell(const model& md, const interval_bounds& bounds, frontier_table& t,
-                             std::int32_t i, std::int32_t l, const frontier_options& o,
-                             frontier::scratch& s, std::vector<frontier_step>& result,
+                             std::int32_t i, std::int32_t l, size_type top,
+                             const frontier_options& o, frontier::scratch& s,
+                             std::vector<frontier_step>& result,
                              std::vector<std::int32_t>& result_choices) {
   auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
   result.clear();
   result_choices.clear();
-  if (i == md.L) {
-    result.push_back({md.x[at(md.L)] + md.bt[at(md.L)], md.bw[at(md.L)]});
-    result_choices.push_back(0);
+  if (i == md.L || i == l) {
+    const size_type m = i == md.L ? md.x[at(md.L)] + md.bt[at(md.L)] : tape_ops_memory(md, i, l);
+    if (m <= top) {
+      result.push_back({m, i == md.L ? md.bw[at(md.L)] : md.fw[at(i)] + md.bw[at(i)]});
+      result_choices.push_back(0);
+    }
     return;
   }
   const size_type tape_ops = tape_ops_memory(md, i, l);
-  if (i == l) {
-    result.push_back({tape_ops, md.fw[at(i)] + md.bw[at(i)]});
-    result_choices.push_back(0);
-    return;
-  }
   const size_type mmin = necessary_memory(md, i, l);
   s.best.clear();
   if (o.branches == dp_branches::tape_and_checkpoint) {
     const std::vector<frontier_step>& rest = t.of(i + 1, l);
     if (!rest.empty())
       frontier::append_shifted(s.best, rest, md.xb[at(i + 1)], md.fw[at(i)] + md.bw[at(i)],
-                               std::max(tape_ops, mmin), 0);
+                               std::max(tape_ops, mmin), 0, top);
   }
   double forward = 0;
   size_type forwards = 0;  // checkpoint_forward_table's forwards(i, j)
@@ -426,7 +456,7 @@ constexpr void frontier_cell(const model& md, const interval_bounds& bounds, fro
     if (R.empty() || Lf.empty()) continue;
     // The branch's floor: mmin, and its own forwards (docs/recording-overhead.md).
     const size_type floor = std::max(mmin, md.x[at(l + 1)] + forwards);
-    if (frontier::merge_branch(s, R, md.x[at(j)], Lf, forward, floor, j - i))
+    if (frontier::merge_branch(s, R, md.x[at(j)], Lf, forward, floor, j - i, top))
       std::swap(s.best, s.next);
   }
   if (!md.exact_sums && !s.best.empty()) {
@@ -460,6 +490,7 @@ namespace frontier {
 struct plan {
   std::vector<std::vector<std::int32_t>> todo;  // [d]: the i of the intervals (i, i + d) computed
   std::vector<double> work, points;             // [d], once done
+  std::vector<size_type> cap;  // [class]: the most of its intervals' `interval_cap`s
 
   // After diagonal d: the totals done and projected, and whether they are within the limits.
   // Per interval, the work and the points of diagonal d' > d are projected as those of d times
@@ -506,17 +537,19 @@ struct plan {
   }
 };
 
-constexpr plan make_plan(const frontier_table& t) {
+constexpr plan make_plan(const frontier_table& t, const model& md) {
   plan p;
   const auto n = static_cast<std::size_t>(t.L) + 1;
   p.todo.resize(n);
   p.work.assign(n, 0);
   p.points.assign(n, 0);
+  p.cap.assign(t.frontiers.size(), -1);
   std::vector<char> seen;
   seen.assign(t.frontiers.size(), 0);
   for (std::int32_t d = 0; d <= t.L; ++d)
     for (std::int32_t i = 0; i + d <= t.L; ++i) {
       const auto k = static_cast<std::size_t>(t.kind[interval_index(t.L, i, i + d)]);
+      p.cap[k] = std::max(p.cap[k], interval_cap(md, t.cap, i));
       if (!seen[k]) {
         seen[k] = 1;
         p.todo[static_cast<std::size_t>(d)].push_back(i);
@@ -554,7 +587,7 @@ inline frontier_table threaded(const model& md, const interval_bounds& bounds,
       for (std::size_t k = next.fetch_add(1); k < todo.size(); k = next.fetch_add(1)) {
         const std::int32_t i = todo[k];
         const auto c = static_cast<std::size_t>(t.kind[interval_index(L, i, i + d)]);
-        frontier_cell(md, bounds, t, i, i + d, o, s, t.frontiers[c], t.choices[c]);
+        frontier_cell(md, bounds, t, i, i + d, p.cap[c], o, s, t.frontiers[c], t.choices[c]);
       }
       work[w] = std::exchange(s.work, 0);
       sync.arrive_and_wait();
@@ -580,7 +613,10 @@ constexpr frontier_table frontier_dp(const model& md, const interval_bounds& bou
   t.kind = frontier::interval_classes(md, count);
   t.frontiers.resize(static_cast<std::size_t>(count));
   t.choices.resize(static_cast<std::size_t>(count));
-  frontier::plan p = frontier::make_plan(t);
+  // Where sums round, the dense DP's rules put S at store in every interval with a point anywhere,
+  // which a capped frontier cannot tell: those chains get the whole frontiers.
+  t.cap = md.exact_sums ? o.cap : unreachable;
+  frontier::plan p = frontier::make_plan(t, md);
   // The least work: every interval computed tries each split point.
   double least = 0;
   for (std::size_t d = 0; d < p.todo.size(); ++d)
@@ -598,7 +634,7 @@ constexpr frontier_table frontier_dp(const model& md, const interval_bounds& bou
     double points = 0;
     for (const std::int32_t i : p.todo[static_cast<std::size_t>(d)]) {
       const auto k = static_cast<std::size_t>(t.kind[interval_index(md.L, i, i + d)]);
-      frontier_cell(md, bounds, t, i, i + d, o, s, t.frontiers[k], t.choices[k]);
+      frontier_cell(md, bounds, t, i, i + d, p.cap[k], o, s, t.frontiers[k], t.choices[k]);
       points += static_cast<double>(t.frontiers[k].size());
     }
     p.work[static_cast<std::size_t>(d)] = std::exchange(s.work, 0);

@@ -171,7 +171,7 @@ constexpr least_peak_table least_peak_dp(const model& md,
 // give the same integers, from a loop over j that the compiler vectorizes. Column order; a
 // column-major copy makes the needs (j, l) of column l contiguous. O(L^3) still, but it is called
 // once per unit tried by `slots_min_budget`, and dominated the solve at L = 1000 otherwise.
-inline bool need_in_doubles(const model& md) noexcept {
+constexpr bool need_in_doubles(const model& md) noexcept {
   constexpr double exact = 4503599627370496.0;  // 2^52
   double total = 0;
   for (const std::vector<size_type>* v : {&md.x, &md.xb, &md.ft, &md.fa, &md.bt})

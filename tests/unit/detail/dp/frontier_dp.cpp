@@ -204,3 +204,158 @@ TEST_CASE("property: thinned frontiers bracket the exact one, within epsilon of 
       }
   }
 }
+
+namespace {
+
+// The largest `interval_cap` among the intervals of each class: what a capped table computes
+// that class's shared frontier up to.
+std::vector<size_type> class_caps(const model& md, const frontier_table& t, size_type cap) {
+  std::vector<size_type> caps(t.frontiers.size(), -1);
+  for (std::int32_t i = 0; i <= md.L; ++i)
+    for (std::int32_t l = i; l <= md.L; ++l) {
+      const auto k = static_cast<std::size_t>(t.kind[remat::detail::interval_index(md.L, i, l)]);
+      caps[k] = std::max(caps[k], remat::detail::frontier::interval_cap(md, cap, i));
+    }
+  return caps;
+}
+
+// Intervals whose capped frontier is not the whole one's points up to its class's cap, choices
+// included (so that it has every point at or below the interval's own cap, and none above the
+// class's); `dropped` counts the whole one's points left out.
+long capped_differences(const model& md, const frontier_table& whole, const frontier_table& capped,
+                        size_type cap, long& dropped) {
+  const std::vector<size_type> caps = class_caps(md, capped, cap);
+  long bad = 0;
+  for (std::int32_t i = 0; i <= md.L; ++i)
+    for (std::int32_t l = i; l <= md.L; ++l) {
+      const auto k =
+          static_cast<std::size_t>(capped.kind[remat::detail::interval_index(md.L, i, l)]);
+      const std::vector<frontier_step>& w = whole.of(i, l);
+      const std::vector<frontier_step>& c = capped.of(i, l);
+      std::size_t n = 0;
+      while (n < w.size() && w[n].m <= caps[k]) ++n;
+      bool same = c.size() == n;
+      for (std::size_t p = 0; same && p < n; ++p)
+        same = c[p].m == w[p].m && c[p].t == w[p].t &&
+               capped.choices_of(i, l)[p] == whole.choices_of(i, l)[p];
+      if (!same) ++bad;
+      if (i == 0 && l == md.L) dropped += static_cast<long>(w.size() - n);
+    }
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("frontier: interval_cap, what a capped root leaves an interval starting at i") {
+  chain c;
+  c.input_size = 4;
+  c.stages = {{1, 1, 3, 5, 0, 0}, {1, 1, 0, 2, 0, 0}};
+  const model md = remat::detail::make_model(c, 1);
+  using remat::detail::frontier::interval_cap;
+  CHECK(interval_cap(md, 10, 0) == 10);
+  CHECK(interval_cap(md, 10, 1) == 7);   // x[1] = 3 < xb[1] = 5
+  CHECK(interval_cap(md, 10, 2) == 10);  // x[2] = 0
+  CHECK(interval_cap(md, 2, 1) == -1);
+  CHECK(interval_cap(md, -3, 0) == -3);
+  CHECK(interval_cap(md, remat::detail::unreachable, 1) == remat::detail::unreachable);
+}
+
+// Every interval's capped frontier is the whole one up to its cap, bit for bit (choices too):
+// the values a solve at one budget reads are those of the whole curve. Random caps from below the
+// least budget to above store-all; zero sizes, shared intervals, one thread or three.
+TEST_CASE("property: capped frontiers are the whole ones up to each interval's cap") {
+  std::mt19937_64 rng(1506);
+  long dropped = 0;
+  int empty_roots = 0;
+  for (int n = 0; n < 3000; ++n) {
+    const bool long_chain = n % 10 == 0;
+    const chain c = long_chain
+                        ? test_chain(rng, {.min_stages = 15, .max_stages = 30, .max_size = 60})
+                        : test_chain(rng, {.min_stages = 1, .max_stages = 10});
+    CAPTURE(remat::testing::chain_text(c));
+    const model md = remat::detail::make_model(c, 1);
+    for (const dp_branches branches :
+         {dp_branches::tape_and_checkpoint, dp_branches::checkpoint_only}) {
+      CAPTURE(static_cast<int>(branches));
+      const frontier_table whole = frontier_of(md, {.branches = branches});
+      if (whole.root().empty()) continue;
+      const size_type last = whole.root().back().m;
+      const size_type cap = std::uniform_int_distribution<size_type>(-2, last + 2)(rng);
+      CAPTURE(cap);
+      const unsigned threads = n % 7 == 0 ? 3 : 1;
+      const frontier_table capped =
+          frontier_of(md, {.branches = branches, .threads = threads, .cap = cap});
+      REQUIRE(well_formed(capped));
+      CHECK(capped.cap == cap);
+      REQUIRE(capped_differences(md, whole, capped, cap, dropped) == 0);
+      for (size_type m = -1; m <= cap; ++m)
+        REQUIRE(capped.value(0, md.L, m) == whole.value(0, md.L, m));
+      if (capped.root().empty()) {
+        ++empty_roots;
+        CHECK(cap < whole.root().front().m);
+      } else {
+        CHECK(capped.root().front().m == whole.root().front().m);
+        // The schedule read back at the cap is the whole table's.
+        CHECK(remat::detail::frontier_ops(md, capped, 0, md.L, cap) ==
+              remat::detail::frontier_ops(md, whole, 0, md.L, cap));
+      }
+    }
+  }
+  CHECK(dropped > 0);
+  CHECK(empty_roots > 0);
+}
+
+// Where sums round, the dense DP's rule (S from store on) needs the whole frontier: the cap is
+// not applied.
+TEST_CASE("frontier: no cap where sums round") {
+  chain c;
+  c.input_size = 1;
+  c.stages = {{5e307, 5e307, 2, 3, 0, 0}, {1, 1, 2, 3, 0, 0}};
+  const model md = remat::detail::make_model(c, 1);
+  REQUIRE_FALSE(md.exact_sums);
+  const frontier_table whole = frontier_of(md, {});
+  const frontier_table capped = frontier_of(md, {.cap = 0});
+  CHECK(capped.cap == remat::detail::unreachable);
+  CHECK(capped.root().size() == whole.root().size());
+}
+
+// Thinned under a cap, the frontiers still bracket the exact ones at every memory up to the cap,
+// and the pessimistic schedule fits.
+TEST_CASE("property: capped thinned frontiers bracket the exact one up to the cap") {
+  std::mt19937_64 rng(1507);
+  for (int n = 0; n < 300; ++n) {
+    const chain c = test_chain(rng, {.min_stages = 5, .max_stages = 14, .max_size = 1000});
+    CAPTURE(remat::testing::chain_text(c));
+    const model md = remat::detail::make_model(c, 1);
+    const double eps = std::uniform_real_distribution<double>(0.001, 0.2)(rng);
+    const frontier_table exact = frontier_of(md, {});
+    const size_type cap = std::uniform_int_distribution<size_type>(exact.root().front().m,
+                                                                   exact.root().back().m)(rng);
+    CAPTURE(eps);
+    CAPTURE(cap);
+    const frontier_table up =
+        frontier_of(md, {.epsilon = eps, .side = thinning::pessimistic, .cap = cap});
+    const frontier_table down =
+        frontier_of(md, {.epsilon = eps, .side = thinning::optimistic, .cap = cap});
+    REQUIRE(well_formed(up));
+    REQUIRE(well_formed(down));
+    CHECK(up.root().front().m == exact.root().front().m);
+    CHECK(down.root().front().m == exact.root().front().m);
+    CHECK(up.root().back().m <= cap);
+    for (const frontier_step& p : exact.root())
+      for (const size_type m : {p.m, p.m + 1, p.m + p.m / 50, cap}) {
+        if (m > cap) continue;
+        const double e = exact.value(0, md.L, m);
+        CHECK(up.value(0, md.L, m) >= e);
+        CHECK(down.value(0, md.L, m) <= e);
+        const frontier_step* q = up.at(0, md.L, m);
+        if (q == nullptr) continue;
+        const remat::replay_result r = remat::simulate(
+            remat::detail::to_chain(md), remat::detail::frontier_ops(md, up, 0, md.L, m));
+        CHECK(r.valid());
+        CHECK(r.peak_memory <= md.x[0] + m);
+        CHECK(r.makespan <= q->t);
+        CHECK(r.makespan >= e);
+      }
+  }
+}
