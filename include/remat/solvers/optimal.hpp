@@ -179,7 +179,9 @@ constexpr exact_solver prepare_exact(const chain& c, const solve_options& option
   return s;
 }
 
-// The result of `prepare_exact`'s solve at `budget`: the schedule read back at that memory.
+// The result of `prepare_exact`'s solve at `budget`: the schedule read back at that memory. (Also
+// `solve_exact`'s, whose table is empty where the budget is below the least or the fastest
+// schedule fits, and capped at the budget elsewhere.)
 constexpr solve_result exact_result_at(const chain& c, exact_solver& s, size_type budget,
                                        const solve_options& options, solver which,
                                        dp_branches branches) {
@@ -196,7 +198,7 @@ constexpr solve_result exact_result_at(const chain& c, exact_solver& s, size_typ
     r.min_feasible_budget = out.min_feasible_budget;
     return r;
   }
-  if (t.root().empty() || budget < out.min_feasible_budget) return out;
+  if (budget < out.min_feasible_budget || t.root().empty()) return out;  // (no table below)
   const size_type m = budget - md.x[0];
   const double value = t.value(0, md.L, m);
   if (!(value < infinite_time)) throw_makespan_overflow(which);
@@ -230,14 +232,13 @@ constexpr solve_result exact_result_at(const chain& c, exact_solver& s, size_typ
   return r;
 }
 
-// The exact solve at one budget. Below the fastest schedule's peak, the frontier DP capped at the
-// budget (`frontier_options::cap`: about half the points of the whole curve at 30% of store-all);
-// its root's first point is the least budget wherever it has one. Where it has none (an
-// infeasible budget) and where the fastest schedule fits (no DP at all), the least budget is the
-// least-memory DP's, O(L^3): that is the whole frontier's first point where every value is finite
-// (exact sums) and no sum of sizes rounds or wraps (`need_in_doubles`), as the first point of a
-// cell is where the first of its branches' conditions holds, which is that DP's recurrence.
-// Elsewhere (sums that round, sizes near 2^63) the whole frontier, as `prepare_exact`.
+// The exact solve at one budget. The least budget first, from the least-memory DP (O(L^3), no
+// memory dimension): where every value is finite (exact sums) and no sum of sizes rounds or wraps
+// (`need_in_doubles`), that is the whole frontier's first point, as a cell's first point is where
+// the first of its branches' conditions holds, which is that DP's recurrence. Below it and from
+// the fastest schedule's peak on, no frontier DP runs; between, the frontier DP capped at the
+// budget (`frontier_options::cap`: a half to two thirds of the whole curve's points at 30% of
+// store-all). Elsewhere (sums that round, sizes near 2^63) the whole frontier, as `prepare_exact`.
 constexpr solve_result solve_exact(const chain& c, size_type budget, const solve_options& options,
                                    solver which, dp_branches branches) {
   if (budget < 0) throw_solver_error("the budget must be >= 0");
@@ -247,28 +248,15 @@ constexpr solve_result solve_exact(const chain& c, size_type budget, const solve
     s = prepare_exact(c, options, which, branches);
     return exact_result_at(c, s, budget, options, which, branches);
   }
-  s.fastest = fastest_schedule_of(c, branches);
-  const bool fits = s.fastest.bytes.peak_memory <= budget;
-  if (!fits && budget >= md.x[0]) {
-    s.f = solve_frontier(c, options, which, branches, true, budget - md.x[0]);
-    const std::vector<frontier_step>& root = s.f.table.root();
-    if (!root.empty()) {
-      s.min_feasible_budget = s.fastest.lower(md.x[0] + root.front().m);
-      return exact_result_at(c, s, budget, options, which, branches);
-    }
-  }
   if (!std::is_constant_evaluated())
     check_dp_seconds(name(which), c, exact_units, need_dp_seconds(c, 1), need_dp_bytes(md.L),
                      options, "finding the least budget");
   const size_type least = persistent_min_budget(md, branches);
-  const size_type min_budget =
-      s.fastest.lower(least == unreachable ? solve_result::no_budget : least);
-  solve_result out;
-  out.budget = budget;
-  out.epsilon = s.f.epsilon;  // (of the capped DP that found nothing, if one ran)
-  if (fits) out = finish(c, which, budget, std::move(s.fastest.ops), s.fastest.bytes.makespan);
-  out.min_feasible_budget = min_budget;
-  return out;
+  s.fastest = fastest_schedule_of(c, branches);
+  s.min_feasible_budget = s.fastest.lower(least == unreachable ? solve_result::no_budget : least);
+  if (budget < s.fastest.bytes.peak_memory && budget >= s.min_feasible_budget)
+    s.f = solve_frontier(c, options, which, branches, true, budget - md.x[0]);
+  return exact_result_at(c, s, budget, options, which, branches);
 }
 
 // The solve with slots: discretize, the least budget with these slots, the dense DP up to the
