@@ -180,19 +180,20 @@ TEST_CASE("checkpoint-only: from remat::solve, by name, errors, and at compile t
     CHECK(via_solve.min_feasible_budget == direct.min_feasible_budget);
   }
   CHECK_THROWS_AS(remat::solve_checkpoint_only(c, -1), remat::solver_error);
+  // At the least budget, below checkpoint-all's peak: the DP must run.
+  const size_type least = remat::solve_checkpoint_only(c, 0, exact).min_feasible_budget;
   try {
-    // At the least budget, below checkpoint-all's peak: the DP must run.
-    const size_type least = remat::solve_checkpoint_only(c, 0, exact).min_feasible_budget;
     // With as many slots as units the dense DP runs on the sizes as given.
     (void)remat::solve_checkpoint_only(c, least, {.slots = least, .max_table_bytes = 1});
     FAIL("a table over the limit must be refused");
   } catch (const remat::solver_error& e) {
     CHECK(std::string(e.what()).starts_with("checkpoint-only: the DP table"));
   }
-  // The frontier DP's memory has its limit too.
-  CHECK_THROWS_WITH_AS((void)remat::solve_checkpoint_only(c, 10, {.max_table_bytes = 1}),
+  // The frontier DP's memory has its limit too; below the least budget no frontier is needed.
+  CHECK_THROWS_WITH_AS((void)remat::solve_checkpoint_only(c, least, {.max_table_bytes = 1}),
                        doctest::Contains("checkpoint-only: refused before starting"),
                        remat::solver_error);
+  CHECK_FALSE(remat::solve_checkpoint_only(c, least - 1, {.max_table_bytes = 1}).feasible);
   static_assert([] {
     const auto r = remat::solve_checkpoint_only(homogeneous(6), 6, exact);
     return r.feasible && r.plan.makespan == 6 + 8 + 1;  // t(6, 2) = 3 * 6 - C(5, 3)
