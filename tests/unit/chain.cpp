@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+namespace unit_chain_test {
+
 namespace {
 
 using remat::chain;
@@ -279,3 +281,5 @@ TEST_CASE("chain::length and equality") {
   a.stages[2].backward_overhead = 0;
   CHECK(a != b);
 }
+
+}  // namespace unit_chain_test

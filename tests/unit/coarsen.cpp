@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+namespace unit_coarsen_test {
+
 namespace {
 
 using remat::chain;
@@ -314,3 +316,5 @@ TEST_CASE("solve with automatic coarsening: only what the solver would refuse") 
   // Bad budgets stay errors.
   CHECK_THROWS_AS((void)remat::solve(c, -1, tight), remat::solver_error);
 }
+
+}  // namespace unit_coarsen_test

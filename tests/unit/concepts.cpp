@@ -15,6 +15,8 @@
 #include <span>
 #include <vector>
 
+namespace unit_concepts_test {
+
 namespace user {
 
 // Every cost as a const member function; no overheads.
@@ -339,3 +341,5 @@ TEST_CASE("solve works at compile time on a user chain") {
       (1.5 + 2.5) * (1 + 2 + 3));
   CHECK(remat::solve(user::array_chain{}, 1000).feasible);
 }
+
+}  // namespace unit_concepts_test

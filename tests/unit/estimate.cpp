@@ -8,6 +8,8 @@
 
 #include <random>
 
+namespace unit_estimate_test {
+
 TEST_CASE("estimate_solve: measured on small chains, within the limits, compared with them") {
   std::mt19937_64 rng(1520);
   const remat::chain c = remat::testing::random_chain(rng, {.min_stages = 12, .max_stages = 12});
@@ -39,3 +41,5 @@ TEST_CASE("estimate_solve: measured on small chains, within the limits, compared
   CHECK(r.seconds == 0);
   CHECK(r.exact_within_limits);
 }
+
+}  // namespace unit_estimate_test

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+namespace unit_hostile_test {
+
 namespace {
 
 using remat::chain;
@@ -310,3 +312,5 @@ TEST_CASE("a chain totalling 2^63 - 1 in exact units at budget 2^63 - 1: no over
       for (const size_type budget : {int64_max, int64_max - 1})  // at and below store-all's peak
         solve_checked(c, budget, {.solver = s, .slots = slots});
 }
+
+}  // namespace unit_hostile_test

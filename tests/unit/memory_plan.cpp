@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+namespace unit_memory_plan_test {
+
 namespace {
 
 using remat::buffer_kind;
@@ -310,3 +312,5 @@ TEST_CASE("plans are computable at compile time") {
   static_assert(constexpr_arena() >= 16);
   CHECK(constexpr_arena() == 16);
 }
+
+}  // namespace unit_memory_plan_test

@@ -6,6 +6,8 @@
 #include <random>
 #include <string>
 
+namespace unit_plan_test {
+
 namespace {
 
 using remat::size_type;
@@ -131,3 +133,5 @@ TEST_CASE("every solver plans within the budget") {
     }
   }
 }
+
+}  // namespace unit_plan_test

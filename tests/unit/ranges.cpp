@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+namespace unit_ranges_test {
+
 TEST_CASE("chain_from: columns of any ranges, checked as a chain is") {
   const std::vector<double> fw = {1, 2, 0.5};
   const std::list<float> bw = {2, 4, 1};  // any forward range, any arithmetic type
@@ -105,3 +107,5 @@ TEST_CASE("views::blocks and views::expand agree with coarse_chain and remat::ex
     }
   }
 }
+
+}  // namespace unit_ranges_test

@@ -5,6 +5,8 @@
 
 #include <string>
 
+namespace unit_schedule_test {
+
 namespace {
 
 using remat::op;
@@ -71,3 +73,5 @@ TEST_CASE("schedules compare by ops, makespan and peak") {
   b.ops[0] = remat::f_ck(0);
   CHECK(a != b);
 }
+
+}  // namespace unit_schedule_test

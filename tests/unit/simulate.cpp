@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+namespace unit_simulate_test {
+
 namespace {
 
 using remat::backward;
@@ -293,3 +295,5 @@ TEST_CASE("simulate at compile time") {
   }());
   CHECK(run(store_all).makespan == 127);
 }
+
+}  // namespace unit_simulate_test

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+namespace unit_solve_test {
+
 namespace {
 
 using remat::chain;
@@ -158,3 +160,5 @@ TEST_CASE("property: every solver keeps solve's contract") {
     }
   }
 }
+
+}  // namespace unit_solve_test

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+namespace unit_sweep_test {
+
 namespace {
 
 const std::string rockmate =
@@ -222,3 +224,5 @@ TEST_CASE("sweep: even budgets are exact near the largest sizes; requests it can
   CHECK_THROWS_AS(remat::sweep(f.chain, {.solvers = {remat::solver::exhaustive}}),
                   remat::solver_error);
 }
+
+}  // namespace unit_sweep_test

@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <random>
 
+namespace unit_trade_off_test {
+
 TEST_CASE("property: every point is solve's makespan at its budget, and holds up to the next") {
   std::mt19937_64 rng(1510);
   for (int n = 0; n < 200; ++n) {
@@ -51,3 +53,5 @@ TEST_CASE("trade_off: only the DP solvers with a memory dimension have a curve")
   CHECK_THROWS_AS((void)remat::trade_off(c, {.solver = remat::solver::revolve}),
                   remat::solver_error);
 }
+
+}  // namespace unit_trade_off_test

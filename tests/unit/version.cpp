@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+namespace unit_version_test {
+
 TEST_CASE("the version macros agree with each other and with CMake's project version") {
   static_assert(REMAT_VERSION ==
                 REMAT_VERSION_MAJOR * 10000 + REMAT_VERSION_MINOR * 100 + REMAT_VERSION_PATCH);
@@ -21,3 +23,5 @@ TEST_CASE("the version macros agree with each other and with CMake's project ver
   CHECK(remat::version.minor == REMAT_VERSION_MINOR);
   CHECK(remat::version.patch == REMAT_VERSION_PATCH);
 }
+
+}  // namespace unit_version_test

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+namespace unit_zoo_test {
+
 namespace {
 
 namespace zoo = remat::zoo;
@@ -387,3 +389,5 @@ TEST_CASE("zoo chains solve: store-all is the sum of the times, recomputation fi
   CHECK(r.plan.makespan > all.plan.makespan);
   CHECK(r.plan.makespan < 1.5 * all.plan.makespan);
 }
+
+}  // namespace unit_zoo_test

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+namespace unit_io_chain_json_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -390,3 +392,5 @@ TEST_CASE("no input crashes the reader: deep nesting and corrupted files") {
   CHECK(refused > 0);
   CHECK(read > 0);
 }
+
+}  // namespace unit_io_chain_json_test

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+namespace unit_solvers_checkpoint_only_test {
+
 namespace {
 
 using remat::chain;
@@ -199,3 +201,5 @@ TEST_CASE("checkpoint-only: from remat::solve, by name, errors, and at compile t
     return r.feasible && r.plan.makespan == 6 + 8 + 1;  // t(6, 2) = 3 * 6 - C(5, 3)
   }());
 }
+
+}  // namespace unit_solvers_checkpoint_only_test

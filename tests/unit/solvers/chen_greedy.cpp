@@ -16,6 +16,8 @@
 #include <span>
 #include <vector>
 
+namespace unit_solvers_chen_greedy_test {
+
 namespace {
 
 using remat::chain;
@@ -131,3 +133,5 @@ TEST_CASE("chen-greedy: from remat::solve, by name, and at compile time") {
     return r.feasible && r.plan.makespan == 17;  // store-all: 17 forwards, no backward time
   }());
 }
+
+}  // namespace unit_solvers_chen_greedy_test

@@ -12,6 +12,8 @@
 #include <span>
 #include <vector>
 
+namespace unit_solvers_chen_sqrt_test {
+
 namespace {
 
 using remat::chain;
@@ -120,3 +122,5 @@ TEST_CASE("chen-sqrt: from remat::solve, by name, and at compile time") {
     return r.feasible && r.plan.makespan == 10;
   }());
 }
+
+}  // namespace unit_solvers_chen_sqrt_test

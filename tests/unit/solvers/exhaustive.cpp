@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+namespace unit_solvers_exhaustive_test {
+
 namespace {
 
 using remat::chain;
@@ -193,3 +195,5 @@ TEST_CASE("sizes all zero: nothing to save, store-all's time in budget 0") {
   CHECK(e.plan.makespan == 1 + 2 + 0.5 + 1 + 0.25);
   CHECK(remat::simulate(c, e.plan).fits(0));
 }
+
+}  // namespace unit_solvers_exhaustive_test

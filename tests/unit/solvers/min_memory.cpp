@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+namespace unit_solvers_min_memory_test {
+
 namespace {
 
 using remat::chain;
@@ -161,3 +163,5 @@ TEST_CASE("min-memory: from remat::solve, by name, and at compile time") {
     return remat::solve_min_memory(k, 100).min_feasible_budget == 5;
   }());
 }
+
+}  // namespace unit_solvers_min_memory_test

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+namespace unit_solvers_optimal_test {
+
 namespace {
 
 using remat::chain;
@@ -745,3 +747,5 @@ TEST_CASE("property: one budget, thinned: the schedule fits and the loss bounds 
   }
   CHECK(thinned > 20);
 }
+
+}  // namespace unit_solvers_optimal_test

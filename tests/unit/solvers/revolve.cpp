@@ -15,6 +15,8 @@
 #include <span>
 #include <vector>
 
+namespace unit_solvers_revolve_test {
+
 namespace {
 
 using remat::chain;
@@ -178,3 +180,5 @@ TEST_CASE("revolve: from remat::solve, by name, and at compile time") {
     return r.feasible && r.plan.makespan == 30;
   }());
 }
+
+}  // namespace unit_solvers_revolve_test

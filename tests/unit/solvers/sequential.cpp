@@ -14,6 +14,8 @@
 #include <random>
 #include <vector>
 
+namespace unit_solvers_sequential_test {
+
 namespace {
 
 using remat::chain;
@@ -128,3 +130,5 @@ TEST_CASE("sequential: from remat::solve, by name, and at compile time") {
     return all.feasible && all.plan.makespan == 8 && two.feasible && two.plan.makespan == 10;
   }());
 }
+
+}  // namespace unit_solvers_sequential_test

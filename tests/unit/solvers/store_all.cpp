@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+namespace unit_solvers_store_all_test {
+
 namespace {
 
 using remat::chain;
@@ -116,3 +118,5 @@ TEST_CASE("a user chain") {
   CHECK(r.plan.makespan == 6);
   CHECK(r.plan.peak_memory == 15);
 }
+
+}  // namespace unit_solvers_store_all_test

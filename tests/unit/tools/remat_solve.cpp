@@ -22,6 +22,8 @@
 #include <system_error>
 #include <vector>
 
+namespace unit_tools_remat_solve_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -656,3 +658,5 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     }
   }
 }
+
+}  // namespace unit_tools_remat_solve_test

@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+namespace unit_tools_remat_zoo_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -210,3 +212,5 @@ TEST_CASE("remat-zoo: bad arguments exit 2 with a message, nothing on stdout" *
   CHECK(r.status == 2);
   CHECK(r.err.starts_with("remat-zoo: cannot write "));
 }
+
+}  // namespace unit_tools_remat_zoo_test

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+namespace unit_tools_solve_command_test {
+
 namespace {
 
 using remat::tools::command;
@@ -255,3 +257,5 @@ TEST_CASE("--frontier: the curve of trade_off, text and JSON") {
   const std::string_view both[] = {"chain.json", "--frontier", "--info"};
   CHECK_THROWS_AS((void)parse_arguments(both), remat::tools::usage_error);
 }
+
+}  // namespace unit_tools_solve_command_test

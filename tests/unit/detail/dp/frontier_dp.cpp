@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+namespace unit_detail_dp_frontier_dp_test {
+
 namespace {
 
 using remat::chain;
@@ -359,3 +361,5 @@ TEST_CASE("property: capped thinned frontiers bracket the exact one up to the ca
       }
   }
 }
+
+}  // namespace unit_detail_dp_frontier_dp_test

@@ -13,6 +13,8 @@
 #include <random>
 #include <vector>
 
+namespace unit_detail_dp_model_test {
+
 namespace {
 
 using remat::chain;
@@ -132,3 +134,5 @@ TEST_CASE("times near the largest double are kept as given, without the exact-su
   CHECK(md.fw[0] == 5e307);
   CHECK(md.bw[0] == 5e307);
 }
+
+}  // namespace unit_detail_dp_model_test

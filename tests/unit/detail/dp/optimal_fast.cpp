@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+namespace unit_detail_dp_optimal_fast_test {
+
 namespace {
 
 using remat::chain;
@@ -333,3 +335,5 @@ TEST_CASE("tile sides: 24, 32 from 768 slots, 13 tiles a side, never past the ch
            static_cast<double>(side * side) * static_cast<double>(M + 1) * 8 <= 67108864.0));
   }
 }
+
+}  // namespace unit_detail_dp_optimal_fast_test

@@ -13,6 +13,8 @@
 #include <random>
 #include <vector>
 
+namespace unit_detail_dp_persistent_dp_test {
+
 namespace {
 using remat::size_type;
 using remat::detail::dp_branches;
@@ -62,3 +64,5 @@ TEST_CASE("property: store is where the no-recomputation schedule fits, S its ti
     CHECK(b.need[root] <= b.store[root]);
   }
 }
+
+}  // namespace unit_detail_dp_persistent_dp_test
