@@ -317,4 +317,33 @@ TEST_CASE("solve with automatic coarsening: only what the solver would refuse") 
   CHECK_THROWS_AS((void)remat::solve(c, -1, tight), remat::solver_error);
 }
 
+TEST_CASE("automatic coarsening asks the estimate at the budget, not the whole curve's") {
+  std::mt19937_64 rng(77);
+  const chain c =
+      remat::testing::random_chain(rng, {.min_stages = 120, .max_stages = 120, .max_size = 1000});
+  const auto L = static_cast<std::int32_t>(c.length());
+  const size_type peak = remat::simulate(c, remat::store_all_ops(c.length())).peak_memory;
+  const size_type least = remat::solve(c, 0).min_feasible_budget;
+  const size_type budget = least + (peak - least) / 10;  // where the cap saves the most
+  const remat::solve_options o{.max_table_bytes = 1000000};
+  auto blocks = [&](std::int32_t K) {
+    return remat::detail::merge_blocks(c, remat::detail::even_starts(L, K)).chain;
+  };
+  const auto K = static_cast<std::int32_t>(remat::detail::auto_coarse_length(c, budget, o));
+  REQUIRE(K > 1);
+  REQUIRE(K + 1 < L);
+  // The most blocks whose solve at this budget is exact, as the solve itself says.
+  CHECK(remat::estimate_solve_at(blocks(K), budget, o).exact_within_limits);
+  CHECK_FALSE(remat::estimate_solve_at(blocks(K + 1), budget, o).exact_within_limits);
+  const remat::solve_result r = remat::solve(blocks(K), budget, o);
+  CHECK(r.epsilon == 0);
+  // The same bisection on the whole curve's estimate would keep fewer blocks.
+  std::int32_t lo = 1, hi = L;
+  while (hi - lo > 1) {
+    const std::int32_t mid = lo + (hi - lo) / 2;
+    (remat::estimate_solve(blocks(mid), o).exact_within_limits ? lo : hi) = mid;
+  }
+  CHECK(lo < K);
+}
+
 }  // namespace unit_coarsen_test

@@ -1,12 +1,17 @@
 // The estimate of an exact solve: measured when the probe finishes the DP, projected otherwise,
 // and compared with the limits.
 #include <remat/estimate.hpp>
+#include <remat/solve.hpp>
+#include <remat/zoo.hpp>
 
 #include <doctest/doctest.h>
 
 #include "random_chain.hpp"
 
+#include <cstddef>
 #include <random>
+#include <string>
+#include <vector>
 
 namespace unit_estimate_test {
 
@@ -40,6 +45,142 @@ TEST_CASE("estimate_solve: measured on small chains, within the limits, compared
   const remat::solve_estimate r = remat::estimate_solve(c, {.solver = remat::solver::revolve});
   CHECK(r.seconds == 0);
   CHECK(r.exact_within_limits);
+}
+
+namespace {
+
+using remat::size_type;
+
+struct named_chain {
+  std::string name;
+  remat::chain c;
+};
+
+// Random chains on which the probe finishes the DP (measured), and two zoo networks (exact sums:
+// they take the capped path of the solve).
+std::vector<named_chain> some_chains() {
+  std::mt19937_64 rng(2024);
+  std::vector<named_chain> out;
+  for (const int n : {30, 45})
+    out.push_back(
+        {"random " + std::to_string(n),
+         remat::testing::random_chain(rng, {.min_stages = n, .max_stages = n, .max_size = 1000})});
+  for (const char* m : {"resnet50", "vgg16"}) out.push_back({m, remat::zoo::build(m, {}).chain});
+  return out;
+}
+
+size_type store_all_peak(const remat::chain& c) {
+  return remat::simulate(c, remat::store_all_ops(c.length())).peak_memory;
+}
+
+// Whether the solve at `budget` was exact: neither thinned nor refused.
+bool solve_is_exact(const remat::chain& c, size_type budget, const remat::solve_options& o) {
+  try {
+    return remat::solve(c, budget, o).epsilon == 0;
+  } catch (const remat::solver_error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("estimate_solve_at: no frontier DP below the least budget or from store-all's peak up") {
+  for (const named_chain& n : some_chains()) {
+    CAPTURE(n.name);
+    const remat::chain& c = n.c;
+    const auto L = static_cast<std::int32_t>(c.length());
+    const size_type least = remat::solve(c, 0).min_feasible_budget;
+    const size_type peak = store_all_peak(c);
+    REQUIRE(least > 0);
+    REQUIRE(least < peak);
+    for (const size_type budget : {size_type{0}, least - 1, peak, peak + 1}) {
+      CAPTURE(budget);
+      // The least-memory DP only: its cost, whatever the table limit (the solve reads none).
+      const remat::solve_estimate e = remat::estimate_solve_at(c, budget, {.max_table_bytes = 16});
+      CHECK_FALSE(e.runs_frontier);
+      CHECK(e.seconds == remat::detail::need_dp_seconds(c, 1));
+      CHECK(e.bytes == remat::detail::need_dp_bytes(L));
+      CHECK(e.exact_within_limits);
+      CHECK(solve_is_exact(c, budget, {.max_table_bytes = 16}));
+      CHECK(remat::solve(c, budget).feasible == (budget >= least));
+      // A limit below the least-memory DP's own estimate: refused, as the solve refuses it.
+      CHECK_FALSE(
+          remat::estimate_solve_at(c, budget, {.max_estimated_seconds = 0}).exact_within_limits);
+      CHECK_FALSE(solve_is_exact(c, budget, {.max_estimated_seconds = 0}));
+    }
+    // Between them the frontier DP runs: a 16-byte table is refused, there as in the solve.
+    const size_type mid = least + (peak - least) / 2;
+    const remat::solve_estimate f = remat::estimate_solve_at(c, mid, {.max_table_bytes = 16});
+    CHECK(f.runs_frontier);
+    CHECK_FALSE(f.exact_within_limits);
+    CHECK_FALSE(solve_is_exact(c, mid, {.max_table_bytes = 16}));
+  }
+  CHECK_THROWS_AS((void)remat::estimate_solve_at(some_chains()[0].c, -1), remat::solver_error);
+}
+
+TEST_CASE("estimate_solve_at: the frontier DP capped at the budget, as the solve runs it") {
+  int exact_where_whole_refuses = 0;
+  for (const named_chain& n : some_chains()) {
+    CAPTURE(n.name);
+    const remat::chain& c = n.c;
+    const auto L = static_cast<std::int32_t>(c.length());
+    const size_type least = remat::solve(c, 0).min_feasible_budget;
+    const size_type peak = store_all_peak(c);
+    const remat::solve_estimate whole = remat::estimate_solve(c);
+    const double need_seconds = remat::detail::need_dp_seconds(c, 1);
+    for (const double f : {0.1, 0.3}) {
+      const size_type budget =
+          least + static_cast<size_type>(f * static_cast<double>(peak - least));
+      CAPTURE(budget);
+      const remat::solve_estimate e = remat::estimate_solve_at(c, budget);
+      REQUIRE(e.runs_frontier);
+      CHECK(e.exact_within_limits);
+      REQUIRE(e.bytes > remat::detail::need_dp_bytes(L));  // the frontiers' bytes
+      // Never above the whole curve's (in seconds, but for the least-memory DP the solve at one
+      // budget runs first).
+      CHECK(e.bytes <= whole.bytes);
+      if (e.measured && whole.measured) CHECK(e.seconds <= whole.seconds + need_seconds);
+      // Under limits from half the estimate to far above it, the estimate says whether the solve
+      // is exact (neither thinned nor refused): it checks them against the most the DP projected
+      // as it went, as the solve does. (The seconds' limits on the frontier's part, above the
+      // least-memory DP's.)
+      for (const double k : {0.5, 1.5, 2.0, 4.0, 100.0}) {
+        CAPTURE(k);
+        const double frontier_seconds = e.seconds - need_seconds;
+        for (const remat::solve_options& o :
+             {remat::solve_options{.max_table_bytes = static_cast<std::size_t>(k * e.bytes)},
+              remat::solve_options{.max_estimated_seconds = need_seconds + k * frontier_seconds}}) {
+          const bool exact = solve_is_exact(c, budget, o);
+          CHECK(remat::estimate_solve_at(c, budget, o).exact_within_limits == exact);
+          if (k == 0.5) CHECK_FALSE(exact);
+          if (k == 100.0) CHECK(exact);
+        }
+      }
+      // A table limit between the two estimates: the whole curve's would refuse where the solve at
+      // this budget is exact.
+      const remat::solve_options o{.max_table_bytes =
+                                       static_cast<std::size_t>((e.bytes + whole.bytes) / 2)};
+      const bool exact = solve_is_exact(c, budget, o);
+      CHECK(remat::estimate_solve_at(c, budget, o).exact_within_limits == exact);
+      if (exact && !remat::estimate_solve(c, o).exact_within_limits) ++exact_where_whole_refuses;
+    }
+  }
+  CHECK(exact_where_whole_refuses > 0);
+}
+
+TEST_CASE("estimate_solve_at: the whole curve's estimate where the sums round, as the solve") {
+  std::mt19937_64 rng(99);
+  remat::chain c = remat::testing::random_chain(rng, {.min_stages = 20, .max_stages = 20});
+  c.stages[0].forward_time = 1e306;  // times within a factor 8 (L + 1) of the largest double
+  REQUIRE_FALSE(remat::detail::make_model(c, 1).exact_sums);
+  const remat::solve_estimate whole = remat::estimate_solve(c);
+  for (const size_type budget : {size_type{0}, store_all_peak(c)}) {
+    const remat::solve_estimate e = remat::estimate_solve_at(c, budget);
+    CHECK(e.runs_frontier);
+    CHECK(e.measured);
+    CHECK(e.bytes == whole.bytes);
+    CHECK(e.seconds == whole.seconds);
+  }
 }
 
 }  // namespace unit_estimate_test

@@ -87,8 +87,10 @@ inline bool within_limits(const dp_cost_bound& cost, const solve_options& option
 // The number of blocks to solve `c` on at `budget` once the solver has refused it as given: the
 // most, below its length and at least 1, whose bound passes the limits.
 // On exact sizes `optimal` and `checkpoint-only` run the frontier DP, whose cost does not follow
-// from the length: there each candidate is asked of `remat::estimate_solve` (a short probe of the
-// DP on the chain cut evenly into that many blocks: about 50 ms each, a dozen of them).
+// from the length: there each candidate is asked of `remat::estimate_solve_at` at the budget (the
+// solve's own least-memory DP and a short probe of its frontier DP capped at the budget, on the
+// chain cut evenly into that many blocks: about 50 ms each, a dozen of them), not of the whole
+// curve's estimate, which would coarsen further than this solve needs.
 inline std::size_t auto_coarse_length(const chain& c, size_type budget,
                                       const solve_options& options) {
   const bool frontier = options.slots == exact_units && (options.solver == solver::optimal ||
@@ -96,7 +98,8 @@ inline std::size_t auto_coarse_length(const chain& c, size_type budget,
   const auto L = static_cast<std::int32_t>(c.length());
   auto fits = [&](std::int32_t K) {
     if (!frontier) return within_limits(dp_cost_for_length(c, K, budget, options), options);
-    return estimate_solve(merge_blocks(c, even_starts(L, K)).chain, options).exact_within_limits;
+    return estimate_solve_at(merge_blocks(c, even_starts(L, K)).chain, budget, options)
+        .exact_within_limits;
   };
   std::int32_t lo = 1, hi = L;  // lo fits (or is 1), hi does not
   while (hi - lo > 1) {

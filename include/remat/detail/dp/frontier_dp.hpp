@@ -103,6 +103,11 @@ struct frontier_table {
   double points_done = 0;
   double projected_work = 0;    // the whole DP's, projected from the diagonals done (or done)
   double projected_points = 0;
+  // The most that the limits were checked against (with `stop_on_projection`: the least work,
+  // then each diagonal's projection): a DP with limits below these stops before it completes
+  // (`remat::estimate_solve` tells from them whether the solve will be exact).
+  double peak_projected_work = 0;
+  double peak_projected_points = 0;
   // `frontier_options::cap`: the root's values are those of the whole DP at m <= cap only (each
   // interval's up to its `frontier::interval_cap`), nothing is known above.
   size_type cap = unreachable;
@@ -529,6 +534,8 @@ struct plan {
         t.projected_points += n * q * std::pow(r, pp);
       }
     }
+    t.peak_projected_work = std::max(t.peak_projected_work, t.projected_work);
+    t.peak_projected_points = std::max(t.peak_projected_points, t.projected_points);
     const bool within = o.stop_on_projection
                             ? t.projected_work <= o.max_work && t.projected_points <= o.max_points
                             : t.work <= o.max_work && t.points_done <= o.max_points;
@@ -621,6 +628,7 @@ constexpr frontier_table frontier_dp(const model& md, const interval_bounds& bou
   double least = 0;
   for (std::size_t d = 0; d < p.todo.size(); ++d)
     least += static_cast<double>(p.todo[d].size()) * static_cast<double>(d + 1);
+  t.peak_projected_work = least;
   if (o.stop_on_projection && least > o.max_work) {  // (a probe runs what it can)
     t.complete = false;
     t.projected_work = least;
