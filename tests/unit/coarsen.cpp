@@ -322,7 +322,8 @@ TEST_CASE("automatic coarsening asks the estimate at the budget, not the whole c
   const chain c =
       remat::testing::random_chain(rng, {.min_stages = 120, .max_stages = 120, .max_size = 1000});
   const auto L = static_cast<std::int32_t>(c.length());
-  const size_type peak = remat::simulate(c, remat::store_all_ops(c.length())).peak_memory;
+  const size_type peak =
+      remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length()))).peak_memory;
   const size_type least = remat::solve(c, 0).min_feasible_budget;
   const size_type budget = least + (peak - least) / 10;  // where the cap saves the most
   const remat::solve_options o{.max_table_bytes = 1000000};

@@ -9,6 +9,7 @@
 #include "random_chain.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
@@ -70,7 +71,8 @@ std::vector<named_chain> some_chains() {
 }
 
 size_type store_all_peak(const remat::chain& c) {
-  return remat::simulate(c, remat::store_all_ops(c.length())).peak_memory;
+  return remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length())))
+      .peak_memory;
 }
 
 // Whether the solve at `budget` was exact: neither thinned nor refused.
