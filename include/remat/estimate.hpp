@@ -65,20 +65,17 @@ inline solve_estimate probe_frontier(const model& md, dp_branches branches,
                                         .stop_on_projection = false,
                                         .cap = cap});
   out.measured = t.complete;
-  out.seconds = 20 * intervals / frontier_work_per_second +
-                (t.complete ? t.work : t.projected_work) / rate;
-  out.bytes = fixed_bytes + (t.complete ? t.points_done : t.projected_points) * frontier_point_bytes;
+  const double classes_seconds = 20 * intervals / frontier_work_per_second;
+  const double work = t.complete ? t.work : t.projected_work;
+  const double points = t.complete ? t.points_done : t.projected_points;
+  out.seconds = classes_seconds + work / rate;
+  out.bytes = fixed_bytes + points * frontier_point_bytes;
   // The solve stops (and thins) as soon as a projection made as it goes passes the limits, which
   // from the first diagonals can be above the whole (or the projection here): the most of them.
-  const double limit =
-      static_cast<double>(options.max_table_bytes.value_or(default_table_limit()));
-  const double peak_seconds =
-      20 * intervals / frontier_work_per_second +
-      std::max(t.complete ? t.work : t.projected_work, t.peak_projected_work) / rate;
+  const double limit = static_cast<double>(options.max_table_bytes.value_or(default_table_limit()));
+  const double peak_seconds = classes_seconds + std::max(work, t.peak_projected_work) / rate;
   const double peak_bytes =
-      fixed_bytes +
-      std::max(t.complete ? t.points_done : t.projected_points, t.peak_projected_points) *
-          frontier_point_bytes;
+      fixed_bytes + std::max(points, t.peak_projected_points) * frontier_point_bytes;
   out.exact_within_limits =
       !(peak_seconds > options.max_estimated_seconds) && !(peak_bytes > limit);
   return out;
@@ -99,7 +96,8 @@ struct estimate_solve_fn {
     const chain c = to_chain(chain_in);
     solve_estimate out;
     const auto L = static_cast<std::int32_t>(c.length());
-    const double limit = static_cast<double>(options.max_table_bytes.value_or(default_table_limit()));
+    const double limit =
+        static_cast<double>(options.max_table_bytes.value_or(default_table_limit()));
     if (options.solver == solver::min_memory) {
       out.seconds = need_dp_pairs(L) / exact_need_pairs_per_second;
       out.bytes = need_dp_bytes(L);
