@@ -56,8 +56,7 @@ inline solve_estimate probe_frontier(const model& md, dp_branches branches,
   const unsigned threads =
       std::min(dp_threads(options.threads), std::max(1U, std::thread::hardware_concurrency()));
   const double rate = frontier_work_per_second * threads;
-  const double intervals = static_cast<double>(interval_count(md.L));
-  const double fixed_bytes = 16 * intervals;
+  const frontier_fixed_cost fixed = frontier_classes_cost(md.L);
   const frontier_table t = frontier_dp(md, bounds,
                                        {.branches = branches,
                                         .threads = threads,
@@ -65,17 +64,16 @@ inline solve_estimate probe_frontier(const model& md, dp_branches branches,
                                         .stop_on_projection = false,
                                         .cap = cap});
   out.measured = t.complete;
-  const double classes_seconds = 20 * intervals / frontier_work_per_second;
   const double work = t.complete ? t.work : t.projected_work;
   const double points = t.complete ? t.points_done : t.projected_points;
-  out.seconds = classes_seconds + work / rate;
-  out.bytes = fixed_bytes + points * frontier_point_bytes;
+  out.seconds = fixed.seconds + work / rate;
+  out.bytes = fixed.bytes + points * frontier_point_bytes;
   // The solve stops (and thins) as soon as a projection made as it goes passes the limits, which
   // from the first diagonals can be above the whole (or the projection here): the most of them.
   const double limit = static_cast<double>(options.max_table_bytes.value_or(default_table_limit()));
-  const double peak_seconds = classes_seconds + std::max(work, t.peak_projected_work) / rate;
+  const double peak_seconds = fixed.seconds + std::max(work, t.peak_projected_work) / rate;
   const double peak_bytes =
-      fixed_bytes + std::max(points, t.peak_projected_points) * frontier_point_bytes;
+      fixed.bytes + std::max(points, t.peak_projected_points) * frontier_point_bytes;
   out.exact_within_limits =
       !(peak_seconds > options.max_estimated_seconds) && !(peak_bytes > limit);
   return out;

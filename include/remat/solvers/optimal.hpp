@@ -80,11 +80,10 @@ constexpr frontier_table frontier_within_limits(const chain& c, const model& md,
   const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
   const double rate = frontier_work_per_second * std::min(fo.threads, cores);
   const std::size_t byte_limit = options.max_table_bytes.value_or(default_table_limit());
-  // The classes of the intervals, before any frontier: 4 bytes an interval, and about 20 work
-  // units (a sort per diagonal).
-  const auto intervals = static_cast<double>(interval_count(md.L));
-  const double fixed_bytes = 16 * intervals;
-  double seconds = 20 * intervals / frontier_work_per_second;
+  // The classes of the intervals, before any frontier.
+  const frontier_fixed_cost fixed = frontier_classes_cost(md.L);
+  const double fixed_bytes = fixed.bytes;
+  double seconds = fixed.seconds;
   if (fixed_bytes > static_cast<double>(byte_limit) || seconds > options.max_estimated_seconds)
     refuse_frontier(name(which), c, seconds, fixed_bytes, options, byte_limit);
   double spent = seconds;  // the classes', then each stopped attempt's

@@ -176,6 +176,18 @@ inline constexpr double frontier_work_per_second = 5e7;
 inline constexpr double frontier_point_bytes =
     sizeof(double) * 2 + sizeof(std::int32_t);  // a frontier_step and its choice
 
+// What the frontier DP spends on a chain of L stages before any frontier: the intervals' classes
+// (`frontier::interval_classes`), 16 bytes and about 20 work units (a sort per diagonal) per
+// interval, on one thread.
+struct frontier_fixed_cost {
+  double bytes = 0;
+  double seconds = 0;
+};
+constexpr frontier_fixed_cost frontier_classes_cost(std::int32_t L) noexcept {
+  const auto intervals = static_cast<double>(interval_count(L));
+  return {16 * intervals, 20 * intervals / frontier_work_per_second};
+}
+
 // The least work of the frontier DP on a chain of L stages, whatever its frontiers: every interval
 // tries each of its split points once (an upper bound on that least where intervals repeat).
 constexpr double frontier_least_work(std::int32_t L) noexcept { return need_dp_pairs(L); }
