@@ -52,9 +52,18 @@ namespace {
 
 using remat::size_type;
 
+size_type store_all_peak(const remat::chain& c) {
+  return remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length())))
+      .peak_memory;
+}
+
+// A chain with its least feasible budget and store-all's peak, between which the solve at one
+// budget runs the frontier DP.
 struct named_chain {
   std::string name;
   remat::chain c;
+  size_type least = 0;
+  size_type peak = 0;
 };
 
 // Random chains on which the probe finishes the DP (measured), and two zoo networks (exact sums:
@@ -67,12 +76,13 @@ std::vector<named_chain> some_chains() {
         {"random " + std::to_string(n),
          remat::testing::random_chain(rng, {.min_stages = n, .max_stages = n, .max_size = 1000})});
   for (const char* m : {"resnet50", "vgg16"}) out.push_back({m, remat::zoo::build(m, {}).chain});
+  for (named_chain& n : out) {
+    n.least = remat::solve(n.c, 0).min_feasible_budget;
+    n.peak = store_all_peak(n.c);
+    REQUIRE(n.least > 0);
+    REQUIRE(n.least < n.peak);
+  }
   return out;
-}
-
-size_type store_all_peak(const remat::chain& c) {
-  return remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length())))
-      .peak_memory;
 }
 
 // Whether the solve at `budget` was exact: neither thinned nor refused.
@@ -91,10 +101,8 @@ TEST_CASE("estimate_solve_at: no frontier DP below the least budget or from stor
     CAPTURE(n.name);
     const remat::chain& c = n.c;
     const auto L = static_cast<std::int32_t>(c.length());
-    const size_type least = remat::solve(c, 0).min_feasible_budget;
-    const size_type peak = store_all_peak(c);
-    REQUIRE(least > 0);
-    REQUIRE(least < peak);
+    const size_type least = n.least;
+    const size_type peak = n.peak;
     for (const size_type budget : {size_type{0}, least - 1, peak, peak + 1}) {
       CAPTURE(budget);
       // The least-memory DP only: its cost, whatever the table limit (the solve reads none).
@@ -126,8 +134,8 @@ TEST_CASE("estimate_solve_at: the frontier DP capped at the budget, as the solve
     CAPTURE(n.name);
     const remat::chain& c = n.c;
     const auto L = static_cast<std::int32_t>(c.length());
-    const size_type least = remat::solve(c, 0).min_feasible_budget;
-    const size_type peak = store_all_peak(c);
+    const size_type least = n.least;
+    const size_type peak = n.peak;
     const remat::solve_estimate whole = remat::estimate_solve(c);
     const double need_seconds = remat::detail::need_dp_seconds(c, 1);
     for (const double f : {0.1, 0.3}) {

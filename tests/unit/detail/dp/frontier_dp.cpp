@@ -172,6 +172,29 @@ TEST_CASE("frontier: intervals of equal stages share one frontier") {
   CHECK(f.of(3, 10).data() != f.of(0, 7).data());
 }
 
+namespace {
+
+// At root memory m: the thinned values bracket the exact one, and the pessimistic schedule is
+// valid, fits m, and replays between the exact value and its point's (its sub-intervals read
+// back at the true memory can do better than the dropped points).
+void check_bracket(const model& md, const frontier_table& exact, const frontier_table& up,
+                   const frontier_table& down, size_type m) {
+  CAPTURE(m);
+  const double e = exact.value(0, md.L, m);
+  CHECK(up.value(0, md.L, m) >= e);
+  CHECK(down.value(0, md.L, m) <= e);
+  const frontier_step* q = up.at(0, md.L, m);
+  if (q == nullptr) return;
+  const remat::replay_result r =
+      remat::simulate(remat::detail::to_chain(md), remat::detail::frontier_ops(md, up, 0, md.L, m));
+  CHECK(r.valid());
+  CHECK(r.peak_memory <= md.x[0] + m);
+  CHECK(r.makespan <= q->t);
+  CHECK(r.makespan >= e);
+}
+
+}  // namespace
+
 TEST_CASE("property: thinned frontiers bracket the exact one, within epsilon of memory") {
   std::mt19937_64 rng(1504);
   for (int n = 0; n < 300; ++n) {
@@ -190,20 +213,8 @@ TEST_CASE("property: thinned frontiers bracket the exact one, within epsilon of 
     CHECK(down.root().front().m == exact.root().front().m);
     CHECK(up.root().back().t == exact.root().back().t);
     for (const frontier_step& p : exact.root())
-      for (const size_type m : {p.m, p.m + 1, p.m + p.m / 50}) {
-        const double e = exact.value(0, md.L, m);
-        CHECK(up.value(0, md.L, m) >= e);
-        CHECK(down.value(0, md.L, m) <= e);
-        // The pessimistic schedule fits m, between the exact value and the thinned one (its
-        // sub-intervals read back at the true memory can do better than the dropped points).
-        const frontier_step* q = up.at(0, md.L, m);
-        if (q == nullptr) continue;
-        const remat::replay_result r = remat::simulate(
-            remat::detail::to_chain(md), remat::detail::frontier_ops(md, up, 0, md.L, m));
-        CHECK(r.peak_memory <= md.x[0] + m);
-        CHECK(r.makespan <= q->t);
-        CHECK(r.makespan >= e);
-      }
+      for (const size_type m : {p.m, p.m + 1, p.m + p.m / 50})
+        check_bracket(md, exact, up, down, m);
   }
 }
 
@@ -345,20 +356,8 @@ TEST_CASE("property: capped thinned frontiers bracket the exact one up to the ca
     CHECK(down.root().front().m == exact.root().front().m);
     CHECK(up.root().back().m <= cap);
     for (const frontier_step& p : exact.root())
-      for (const size_type m : {p.m, p.m + 1, p.m + p.m / 50, cap}) {
-        if (m > cap) continue;
-        const double e = exact.value(0, md.L, m);
-        CHECK(up.value(0, md.L, m) >= e);
-        CHECK(down.value(0, md.L, m) <= e);
-        const frontier_step* q = up.at(0, md.L, m);
-        if (q == nullptr) continue;
-        const remat::replay_result r = remat::simulate(
-            remat::detail::to_chain(md), remat::detail::frontier_ops(md, up, 0, md.L, m));
-        CHECK(r.valid());
-        CHECK(r.peak_memory <= md.x[0] + m);
-        CHECK(r.makespan <= q->t);
-        CHECK(r.makespan >= e);
-      }
+      for (const size_type m : {p.m, p.m + 1, p.m + p.m / 50, cap})
+        if (m <= cap) check_bracket(md, exact, up, down, m);
   }
 }
 
