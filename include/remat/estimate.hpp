@@ -36,7 +36,9 @@ struct solve_estimate {
   /// store-all's peak up, nor when it refuses its least-memory DP).
   bool runs_frontier = false;
   /// Within `options.max_estimated_seconds` and `max_table_bytes` as the solve checks them: `solve`
-  /// with these options (at that budget) will be exact (no thinning, no refusal).
+  /// with these options (at that budget) will be exact (no thinning, no refusal). False: the
+  /// frontier DP would pass them; a solve at one budget then still tries branch and bound
+  /// (detail/dp/branch_and_bound.hpp) before it thins, and can be exact all the same.
   bool exact_within_limits = true;
 };
 
@@ -116,10 +118,13 @@ struct estimate_solve_at_fn {
   /// its least-memory DP (O(L^3), estimated, and run here only where the budget lies between
   /// nothing and store-all's peak, to tell whether it is feasible), then, where the budget is
   /// feasible and below the fastest schedule's peak, the frontier DP capped at the budget, probed
-  /// for at most `probe_seconds` and projected. `seconds` adds the two, `bytes` is the larger;
-  /// `exact_within_limits` checks each against the limits as the solve does (the least-memory
-  /// DP's seconds only). Chains whose sums round (or pass 2^52) get the whole curve, as there.
-  /// `min-memory` and the solvers that never refuse: as `estimate_solve`.
+  /// for at most `probe_seconds` and projected. Where that projects more than 10 ms, the solve
+  /// runs branch and bound first, given half of that time (at most a quarter of the time limit):
+  /// the estimate is the frontier DP's, which the solve passes by that much where the search does
+  /// not finish, and is usually well below where it does. `seconds` adds the two, `bytes` is the
+  /// larger; `exact_within_limits` checks each against the limits as the solve does (the
+  /// least-memory DP's seconds only). Chains whose sums round (or pass 2^52) get the whole curve,
+  /// as there. `min-memory` and the solvers that never refuse: as `estimate_solve`.
   template <chain_like C>
   solve_estimate operator()(const C& chain_in, size_type budget, const solve_options& options = {},
                             double probe_seconds = 0.05) const {

@@ -16,6 +16,7 @@
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
+#include <remat/detail/dp/branch_and_bound.hpp>
 #include <remat/detail/dp/cost.hpp>
 #include <remat/detail/dp/discretize.hpp>
 #include <remat/detail/dp/frontier_dp.hpp>
@@ -32,7 +33,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -223,23 +226,87 @@ constexpr solve_result exact_result_at(const chain& c, exact_solver& s, size_typ
     // The last memory at which the lower bound is still >= the makespan: the exact optimum
     // there is no faster than this schedule.
     const std::vector<frontier_step>& lr = s.low.root();
-    auto it = std::find_if(lr.begin(), lr.end(),
-                           [&](const frontier_step& p) { return p.t < makespan; });
+    auto it =
+        std::find_if(lr.begin(), lr.end(), [&](const frontier_step& p) { return p.t < makespan; });
     const size_type equal = it == lr.end() ? m : std::min(m, it->m - 1);
     r.memory_loss = static_cast<double>(m - equal) / static_cast<double>(budget);
   }
   return r;
 }
 
+// Where the frontier DP capped at the budget projects more work than this (10 ms), the solve at
+// one budget tries branch and bound first (detail/dp/branch_and_bound.hpp).
+inline constexpr double search_switch_work = 0.01 * frontier_work_per_second;
+
+// The frontier DP capped at `m`, stopped as soon as it projects more than `max_work` (or passes
+// the limits): the exact solver at that budget where it finished (`s.f.table.complete`).
+inline void capped_frontier_within(const model& md, size_type m, const solve_options& options,
+                                   dp_branches branches, double max_work, exact_solver& s) {
+  const unsigned threads = dp_threads(options.threads);
+  const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
+  const double rate = frontier_work_per_second * std::min(threads, cores);
+  const std::size_t byte_limit = options.max_table_bytes.value_or(default_table_limit());
+  const frontier_fixed_cost fixed = frontier_classes_cost(md.L);
+  s.f.md = md;
+  s.f.table = frontier_dp(
+      md, s.f.bounds,
+      {.branches = branches,
+       .threads = threads,
+       .max_work = std::min(max_work, (options.max_estimated_seconds - fixed.seconds) * rate),
+       .max_points = (static_cast<double>(byte_limit) - fixed.bytes) / frontier_point_bytes,
+       .cap = m});
+}
+
+// Branch and bound at one budget, where the frontier DP capped there would do more than
+// `switch_work`: given half the time that DP projects (at least 10 ms, at most a quarter of the
+// time limit), and the table limit. Where it does not finish, the solve takes up to half as long
+// again (a quarter of the limit where the frontier DP thins); where it does, it is faster or, where
+// the frontier DP would thin, exact (measured in benchmarks/README-scaling.md). Empty where it does
+// not finish (or the frontier DP finished first).
+inline std::optional<solve_result> solve_by_search(const chain& c, const model& md,
+                                                   const std::vector<size_type>& need,
+                                                   size_type budget, const solve_options& options,
+                                                   solver which, dp_branches branches,
+                                                   double switch_work, exact_solver& s) {
+  const size_type m = budget - md.x[0];
+  const unsigned threads = dp_threads(options.threads);
+  double projected = 0;  // seconds (0: `switch_work` 0, the search alone, for the tests)
+  if (switch_work > 0) {
+    capped_frontier_within(md, m, options, branches, switch_work, s);
+    // Stopped before its first diagonal, its projection is only its least work (each interval's
+    // split points once): run it on to a projection from its first diagonals.
+    if (!s.f.table.complete && s.f.table.diagonals_done < 0)
+      capped_frontier_within(md, m, options, branches, 2 * s.f.table.projected_work, s);
+    if (s.f.table.complete) return exact_result_at(c, s, budget, options, which, branches);
+    projected = s.f.table.projected_work /
+                (frontier_work_per_second *
+                 std::min(threads, std::max(1U, std::thread::hardware_concurrency())));
+  }
+  const double seconds = std::min(std::max(projected / 2, 0.01), options.max_estimated_seconds / 4);
+  const auto bytes = static_cast<double>(options.max_table_bytes.value_or(default_table_limit()));
+  const bnb_result r = branch_and_bound_within(md, make_interval_bounds(md, need, branches), m,
+                                               branches, threads, seconds, bytes);
+  if (!r.complete) return std::nullopt;
+  if (!(r.value < infinite_time)) throw_makespan_overflow(which);
+  solve_result out = finish(c, which, budget, r.ops, r.value);
+  out.min_feasible_budget = s.min_feasible_budget;
+  return out;
+}
+
 // The exact solve at one budget. The least budget first, from the least-memory DP (O(L^3), no
 // memory dimension): where every value is finite (exact sums) and no sum of sizes rounds or wraps
 // (`need_in_doubles`), that is the whole frontier's first point, as a cell's first point is where
 // the first of its branches' conditions holds, which is that DP's recurrence. Below it and from
-// the fastest schedule's peak on, no frontier DP runs; between, the frontier DP capped at the
+// the fastest schedule's peak on, no frontier DP runs. Between: the frontier DP capped at the
 // budget (`frontier_options::cap`: a half to two thirds of the whole curve's points at 30% of
-// store-all). Elsewhere (sums that round, sizes near 2^63) the whole frontier, as `prepare_exact`.
+// store-all), where it projects at most `switch_work`; above, branch and bound first
+// (`solve_by_search`: the same value, the dense DP's schedule among equally fast ones), then the
+// capped frontier DP within the limits where the search does not finish (`switch_work` infinite:
+// never searched; 0: searched first, for the tests). Elsewhere (sums that round, sizes near 2^63)
+// the whole frontier, as `prepare_exact`.
 constexpr solve_result solve_exact(const chain& c, size_type budget, const solve_options& options,
-                                   solver which, dp_branches branches) {
+                                   solver which, dp_branches branches,
+                                   double switch_work = search_switch_work) {
   if (budget < 0) throw_solver_error("the budget must be >= 0");
   const model md = make_model(c, 1);
   exact_solver s;
@@ -250,11 +317,18 @@ constexpr solve_result solve_exact(const chain& c, size_type budget, const solve
   if (!std::is_constant_evaluated())
     check_dp_seconds(name(which), c, exact_units, need_dp_seconds(c, 1), need_dp_bytes(md.L),
                      options, "finding the least budget");
-  const size_type least = persistent_min_budget(md, branches);
+  const std::vector<size_type> need = persistent_need(md, branches);
+  const size_type root_need = need[interval_index(md.L, 0, md.L)];
+  const size_type least = root_need == unreachable ? unreachable : md.x[0] + root_need;
   s.fastest = fastest_schedule_of(c, branches);
   s.min_feasible_budget = s.fastest.lower(least == unreachable ? solve_result::no_budget : least);
-  if (budget < s.fastest.bytes.peak_memory && budget >= s.min_feasible_budget)
+  if (budget < s.fastest.bytes.peak_memory && budget >= s.min_feasible_budget) {
+    if (!std::is_constant_evaluated() && switch_work < infinite_time)
+      if (std::optional<solve_result> r =
+              solve_by_search(c, md, need, budget, options, which, branches, switch_work, s))
+        return *r;
     s.f = solve_frontier(c, options, which, branches, true, budget - md.x[0]);
+  }
   return exact_result_at(c, s, budget, options, which, branches);
 }
 
@@ -292,8 +366,8 @@ constexpr solve_result solve_slots(const chain& c, size_type budget, const solve
   }
   if (root_need == unreachable || md.x[0] + root_need > d.budget) return out;
   const size_type top = std::min(d.budget, replay(to_chain(md), fastest.ops).peak_memory);
-  dense_run run =
-      run_dense(c, md, std::move(need), top - md.x[0], branches, options, name(which), need_seconds);
+  dense_run run = run_dense(c, md, std::move(need), top - md.x[0], branches, options, name(which),
+                            need_seconds);
   if (!(run.makespan < infinite_time)) throw_makespan_overflow(which);
   solve_result r = finish(c, which, budget, std::move(run.ops), run.makespan);
   r.min_feasible_budget = out.min_feasible_budget;

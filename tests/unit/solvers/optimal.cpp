@@ -686,6 +686,50 @@ TEST_CASE("property: the solve at one budget equals the whole curve's, bit for b
   CHECK(capped > 2000);
 }
 
+// Branch and bound in place of the capped frontier DP (forced: `switch_work` 0): the whole curve's
+// value and least budget, bit for bit, and the dense DP's schedule (the first branch of equally
+// fast ones at that very memory, which can differ from the frontier's).
+TEST_CASE("property: one budget by branch and bound: the whole curve's value, the dense schedule") {
+  std::mt19937_64 rng(17);
+  int searched = 0;
+  for (int n = 0; n < 1500; ++n) {
+    const chain c = n % 10 == 0 ? random_chain(rng, {10, 24, 100, n % 20 == 0})
+                                : random_chain(rng, {1, 10, 10, n % 3 != 0});
+    INFO(chain_text(c));
+    const remat::detail::model md = remat::detail::make_model(c, 1);
+    const size_type top = store_all_replay(c).peak_memory;
+    for (const auto& run :
+         {std::pair{remat::detail::dp_branches::tape_and_checkpoint, remat::solver::optimal},
+          std::pair{remat::detail::dp_branches::checkpoint_only, remat::solver::checkpoint_only}}) {
+      const remat::detail::dp_branches branches = run.first;
+      const remat::solver which = run.second;
+      const size_type fastest_peak =
+          remat::detail::fastest_schedule_of(c, branches).bytes.peak_memory;
+      for (int k = 0; k < 2; ++k) {
+        const size_type b = std::uniform_int_distribution<size_type>(0, top + 2)(rng);
+        CAPTURE(b);
+        CAPTURE(remat::name(which));
+        const solve_result one = remat::detail::solve_exact(c, b, exact, which, branches, 0);
+        const solve_result whole = whole_curve_solve(c, b, branches, which);
+        CHECK(one.feasible == whole.feasible);
+        CHECK(one.min_feasible_budget == whole.min_feasible_budget);
+        CHECK(one.epsilon == 0);
+        if (!one.feasible || b >= fastest_peak) {
+          CHECK(one == whole);
+          continue;
+        }
+        ++searched;
+        CHECK(one.plan.makespan == whole.plan.makespan);
+        const size_type m = b - md.x[0];
+        const remat::detail::optimal_table ref =
+            remat::detail::optimal_dp_reference(md, m, branches);
+        CHECK(one.plan.ops == remat::detail::optimal_ops(md, ref, 0, md.L, m));
+      }
+    }
+  }
+  CHECK(searched > 1000);
+}
+
 TEST_CASE("one budget: store-all fits, or nothing does; the least budget either way") {
   const chain c = tall_tape();  // least budget 14, store-all's peak 17, input 1
   for (const size_type b : {size_type{0}, size_type{13}, size_type{17}, size_type{100}}) {

@@ -1,0 +1,432 @@
+// MODEL.md's DP at one budget, exact, by a memoized top-down search that skips the branches a
+// lower bound shows cannot win (branch and bound), instead of every interval's whole frontier.
+//
+// * Lower bounds. The model with every size rounded *down* to whole units of u = m / slots
+//   (`floor_model`) has a dense DP (detail/dp/optimal_fast.hpp, about `slots` memories a cell)
+//   whose value at floor(m' / u) is never above OPT(i, l, m') on the exact sizes: every condition
+//   of the DP is m' >= a sum or a max of sizes, and floor(m'/u) >= floor(a/u) + floor(b/u) where
+//   m' >= a + b; a child's memory m' - x becomes floor(m'/u) - floor(x/u) >= floor((m' - x)/u),
+//   and OPT is non-increasing in memory; the times are the same. With S(i, l) (nothing runs
+//   twice) it gives LB(i, l, m').
+// * Search. OPT(i, l, m') is computed with a limit: the exact value where it is below the limit,
+//   else a lower bound at or above it. A branch whose bound (its own time plus its parts' LB)
+//   reaches min(limit, best so far) is skipped; its parts are searched with what is left of that
+//   bound. Branches go in the dense DP's order (tape, then j up) and replace the best only when
+//   strictly faster, so the value and the choice are the dense DP's in exact units, bit for bit:
+//   on the time grid of `quantize_times` every sum and difference is exact, and the limits are
+//   kept on that grid.
+// * Iterative deepening. The root's limit starts just above its LB (the bounds are usually within
+//   a fraction of a percent) and grows fourfold, from the new lower bound, each time the search
+//   fails. Every cell's exact value and best lower bound are kept (a hash table keyed by interval
+//   and memory) across the rounds.
+// * Work. Each branch looked at is one unit; past `max_work` the search stops and reports
+//   incomplete, and the caller falls back to the frontier DP. How much work a budget takes
+//   depends on how tight the bounds are there, not on the frontiers' sizes: on chains whose
+//   frontiers blow up (DenseNet's concatenations), it is a few percent of the frontier DP's.
+//
+// Needs `model::exact_sums` (the solve uses the frontier DP otherwise) and recurses once per
+// nested interval (at most L + 1 deep).
+#pragma once
+
+#include <remat/chain.hpp>
+#include <remat/detail/dp/model.hpp>
+#include <remat/detail/dp/optimal_fast.hpp>
+#include <remat/detail/dp/persistent_dp.hpp>
+#include <remat/schedule.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+namespace remat::detail {
+
+// `md` with every size rounded down to whole `unit`s (the times unchanged).
+inline model floor_model(const model& md, size_type unit) {
+  model f = md;
+  for (std::vector<size_type>* v : {&f.x, &f.xb, &f.ft, &f.fa, &f.bt})
+    for (size_type& s : *v) s /= unit;
+  return f;
+}
+
+// The lower bounds of a search at memory up to `m`: the dense DP on `floor_model(md, unit)`.
+struct lower_bound_table {
+  size_type unit = 1;
+  fast_table dense;
+
+  // LB(c, m') for m' <= the m it was made for.
+  double at(std::size_t c, size_type m) const noexcept { return dense.get(c, m / unit); }
+};
+
+// The unit that leaves about `slots` memories below `m`, and the dense DP's table and time
+// estimate there (the table is built by `make_lower_bounds`).
+struct lower_bound_plan {
+  size_type unit = 1;
+  model floor;
+  interval_bounds bounds;
+  fast_layout layout;
+  size_type M = 0;
+  double bytes = 0;
+  double seconds = 0;
+};
+
+inline lower_bound_plan plan_lower_bounds(const model& md, size_type m, size_type slots,
+                                          dp_branches branches, unsigned threads) {
+  lower_bound_plan p;
+  p.unit = std::max<size_type>(1, m / std::max<size_type>(1, slots));
+  p.floor = floor_model(md, p.unit);
+  p.M = m / p.unit;
+  p.bounds = make_interval_bounds(p.floor, persistent_need(p.floor, branches), branches);
+  p.layout = make_fast_layout(p.bounds, md.L, p.M);
+  p.bytes = fast_table_bytes(p.layout, md.L, p.M, threads);
+  p.seconds = main_dp_seconds(p.bounds, md.L, p.M, branches, threads);
+  return p;
+}
+
+inline lower_bound_table make_lower_bounds(lower_bound_plan p, dp_branches branches,
+                                           unsigned threads) {
+  lower_bound_table t;
+  t.unit = p.unit;
+  t.dense =
+      optimal_dp_fast(p.floor, std::move(p.bounds), std::move(p.layout), p.M, branches, threads);
+  return t;
+}
+
+namespace bnb {
+
+// A searched cell: its exact value and choice, or a lower bound of its value.
+struct entry {
+  size_type m = -1;
+  std::uint32_t c = 0;
+  std::int32_t choice = -1;
+  double value = 0;
+  bool exact = false;
+  bool used = false;
+};
+
+// Open addressing on (interval, memory), linear probing, kept at most half full.
+class memo {
+ public:
+  memo() { slots_.resize(1024); }
+
+  entry* find(std::size_t c, size_type m) noexcept {
+    for (std::size_t k = hash(c, m) & mask();; k = (k + 1) & mask()) {
+      entry& e = slots_[k];
+      if (!e.used) return nullptr;
+      if (e.c == c && e.m == m) return &e;
+    }
+  }
+
+  entry& insert(std::size_t c, size_type m) {
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    entry& e = place(c, m);
+    if (!e.used) {
+      e.used = true;
+      e.c = static_cast<std::uint32_t>(c);
+      e.m = m;
+      ++size_;
+    }
+    return e;
+  }
+
+  std::size_t size() const noexcept { return size_; }
+
+ private:
+  std::vector<entry> slots_;
+  std::size_t size_ = 0;
+
+  std::size_t mask() const noexcept { return slots_.size() - 1; }
+
+  static std::size_t hash(std::size_t c, size_type m) noexcept {
+    std::uint64_t h = static_cast<std::uint64_t>(m) * 0x9E3779B97F4A7C15ULL ^
+                      static_cast<std::uint64_t>(c) * 0xC2B2AE3D27D4EB4FULL;
+    h ^= h >> 29;
+    return static_cast<std::size_t>(h);
+  }
+
+  entry& place(std::size_t c, size_type m) noexcept {
+    for (std::size_t k = hash(c, m) & mask();; k = (k + 1) & mask()) {
+      entry& e = slots_[k];
+      if (!e.used || (e.c == c && e.m == m)) return e;
+    }
+  }
+
+  void grow() {
+    std::vector<entry> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (const entry& e : old)
+      if (e.used) place(e.c, e.m) = e;
+  }
+};
+
+// A cell's value under a limit: below the limit it is exact; at or above, a lower bound (`exact`
+// says which: base cases and cells already solved give their value whatever the limit).
+struct bounded {
+  double value;
+  bool exact;
+};
+
+class search {
+ public:
+  search(const model& md, const interval_bounds& b, dp_branches branches)
+      : md_(md), b_(b), branches_(branches) {
+    mmin_.assign(interval_count(md.L), 0);
+    for (std::int32_t i = 0; i < md.L; ++i) {
+      size_type inner = least_forward(md, i);
+      for (std::int32_t l = i + 1; l <= md.L; ++l) {
+        mmin_[interval_index(md.L, i, l)] = md.x[at(l + 1)] + inner;
+        inner = std::max(inner, md.x[at(l)] + least_forward(md, l));
+      }
+    }
+  }
+
+  // New lower bounds (made for the memory searched or more) and a new cap on the work: the cells
+  // solved and the bounds found so far stay (they hold whatever the lower bounds).
+  void restart(const lower_bound_table& lb, double max_work,
+               std::size_t max_cells = static_cast<std::size_t>(-1)) noexcept {
+    lb_ = &lb;
+    max_work_ = max_work;
+    max_cells_ = max_cells;
+    stopped_ = false;
+  }
+
+  bool stopped() const noexcept { return stopped_; }
+  double work() const noexcept { return work_; }
+  std::size_t cells() const noexcept { return memo_.size(); }
+
+  // max(S, LB) of cell c at m, infinite below its need.
+  double lower(std::size_t c, size_type m) const noexcept {
+    if (m < b_.need[c]) return infinite_time;
+    if (m >= b_.store[c]) return b_.S[c];
+    return std::max(b_.S[c], lb_->at(c, m));
+  }
+
+  bounded value(std::int32_t i, std::int32_t l, size_type m, double limit) {
+    const std::size_t c = interval_index(md_.L, i, l);
+    if (m < b_.need[c]) return {infinite_time, true};
+    // Base cases (i == l, i == L) have store = need: they end here.
+    if (m >= b_.store[c]) return {b_.S[c], true};
+    const double floor_value = lower(c, m);
+    if (floor_value >= limit) return {floor_value, false};
+    if (const entry* e = memo_.find(c, m)) {
+      if (e->exact) return {e->value, true};
+      if (e->value >= limit) return {e->value, false};
+    }
+    if (stopped_) return {limit, false};
+    // The branches that can be finite, with their lower bounds, searched from the least bound:
+    // a good schedule early bounds the others tightly.
+    const std::size_t base = candidates_.size();
+    if (m >= mmin_[c]) {
+      if (branches_ == dp_branches::tape_and_checkpoint && m >= tape_ops_memory(md_, i, l) &&
+          m >= md_.xb[at(i + 1)]) {
+        const double own = md_.fw[at(i)] + md_.bw[at(i)];
+        const double floor_rest = lower(interval_index(md_.L, i + 1, l), m - md_.xb[at(i + 1)]);
+        if (floor_rest < infinite_time) candidates_.push_back({own + floor_rest, own, 0, 0});
+        spend();
+      }
+      double forward = 0;
+      size_type forwards = 0;  // checkpoint_forward_table's forwards(i, j)
+      for (std::int32_t j = i + 1; j <= l; ++j) {
+        forward += md_.fw[at(j - 1)];
+        forwards = j == i + 1
+                       ? md_.x[at(i + 1)] + md_.ft[at(i)]
+                       : std::max(forwards, md_.x[at(j - 1)] + md_.x[at(j)] + md_.ft[at(j - 1)]);
+        if (m < md_.x[at(l + 1)] + forwards) break;
+        if (m < md_.x[at(j)]) continue;
+        const double floor_right = lower(interval_index(md_.L, j, l), m - md_.x[at(j)]);
+        const double floor_left = lower(interval_index(md_.L, i, j - 1), m);
+        if (floor_right < infinite_time && floor_left < infinite_time)
+          candidates_.push_back({forward + floor_right + floor_left, forward, floor_left, j});
+        spend();
+      }
+    }
+    if (stopped_) {
+      candidates_.resize(base);
+      return {limit, false};
+    }
+    std::sort(candidates_.begin() + static_cast<std::ptrdiff_t>(base), candidates_.end(),
+              [](const candidate& a, const candidate& b) {
+                return a.floor < b.floor || (a.floor == b.floor && a.j < b.j);
+              });
+    double best = infinite_time;  // below the limit once set
+    std::int32_t choice = -1;
+    double skipped = infinite_time;  // the least lower bound of the branches not searched
+    const std::size_t end = candidates_.size();
+    for (std::size_t k = base; k < end; ++k) {
+      const candidate cand = candidates_[k];
+      // Ties go to the dense DP's first branch (tape, then j up): a branch before the best may
+      // still win by equalling it (on the grid, v < best + q).
+      const double bound = std::min(limit, best);
+      const double win = best < limit && cand.j < choice ? best + md_.time_quantum : bound;
+      if (cand.floor >= win) {
+        skipped = std::min(skipped, cand.floor);
+        if (cand.floor >= bound + md_.time_quantum) break;  // and so are all after it
+        continue;
+      }
+      double v = 0;
+      if (cand.j == 0) {
+        const bounded rest = value(i + 1, l, m - md_.xb[at(i + 1)], win - cand.own);
+        v = cand.own + rest.value;
+      } else {
+        const bounded right =
+            value(cand.j, l, m - md_.x[at(cand.j)], win - cand.own - cand.floor_left);
+        if (stopped_) break;
+        v = cand.own + right.value + cand.floor_left;
+        if (v < win) {
+          const bounded left = value(i, cand.j - 1, m, win - cand.own - right.value);
+          v = cand.own + right.value + left.value;
+        }
+      }
+      if (stopped_) break;
+      // Below `win` the parts were exact (a bound is at or above its limit).
+      if (v < win) {
+        best = v;
+        choice = cand.j;
+      } else {
+        skipped = std::min(skipped, v);
+      }
+    }
+    candidates_.resize(base);
+    if (stopped_) return {limit, false};
+    entry& e = memo_.insert(c, m);
+    if (best < limit) {
+      e.value = std::max(b_.S[c], best);
+      e.choice = choice;
+      e.exact = true;
+      return {e.value, true};
+    }
+    // Every branch was skipped at or above the limit (or has no finite value, which m >= need
+    // rules out for at least one): their least bound bounds the cell.
+    const double floor = std::max(floor_value, skipped);
+    e.value = std::max(e.value, floor);
+    return {floor, false};
+  }
+
+  // The choice of a cell the search computed exactly, or of a base case.
+  std::int32_t choice(std::int32_t i, std::int32_t l, size_type m) {
+    const std::size_t c = interval_index(md_.L, i, l);
+    if (i == l || i == md_.L || m >= b_.store[c]) return 0;
+    const entry* e = memo_.find(c, m);
+    if (e == nullptr || !e->exact)
+      throw std::logic_error("remat: branch and bound: a chosen cell was not solved exactly");
+    return e->choice;
+  }
+
+ private:
+  static constexpr std::size_t at(std::int32_t k) noexcept { return static_cast<std::size_t>(k); }
+
+  // One more branch looked at; past the cap, the search stops.
+  void spend() noexcept {
+    work_ += 1;
+    if (work_ > max_work_ || memo_.size() > max_cells_) stopped_ = true;
+  }
+
+  const model& md_;
+  const interval_bounds& b_;
+  dp_branches branches_;
+  const lower_bound_table* lb_ = nullptr;
+  double max_work_ = 0;
+  std::size_t max_cells_ = 0;
+  std::vector<size_type> mmin_;
+  // A branch of a cell: its lower bound, its own time (the forwards, or F_all and B of the tape
+  // branch), its left part's lower bound, and j (0: the tape branch). Cells push theirs on one
+  // stack, as they recurse.
+  struct candidate {
+    double floor;
+    double own;
+    double floor_left;
+    std::int32_t j;
+  };
+  std::vector<candidate> candidates_;
+  memo memo_;
+  double work_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace bnb
+
+struct bnb_result {
+  bool complete = false;  // false: stopped at its cap on work
+  double value = infinite_time;
+  std::vector<op> ops;  // the schedule of (0, L, m) where its value is finite
+  double work = 0;      // branches looked at, in all
+  std::size_t cells = 0;
+};
+
+// OPT(0, L, m) and its schedule by the search `s` with its lower bounds, exactly as the dense DP
+// in exact units would give them (incomplete where the search passes its cap).
+inline bnb_result branch_and_bound(const model& md, bnb::search& s, size_type m) {
+  bnb_result out;
+  const std::size_t root = interval_index(md.L, 0, md.L);
+  double floor = s.lower(root, m);
+  if (!(floor < infinite_time)) {
+    out.complete = true;
+    return out;
+  }
+  // Limits on the time grid, so that the children's (limit - sums) are exact.
+  const double q = md.time_quantum;
+  auto on_grid = [q](double t) { return std::ceil(t / q) * q; };
+  double gap = std::max(floor * 0.002, q);
+  for (;;) {
+    // Past the grid's exact range (or far above the bound) the last round has no limit.
+    const double limit = gap > floor ? infinite_time : on_grid(floor + gap);
+    const bnb::bounded v = s.value(0, md.L, m, limit);
+    out.work = s.work();
+    out.cells = s.cells();
+    if (s.stopped()) return out;
+    if (v.exact) {
+      out.complete = true;
+      out.value = v.value;
+      if (v.value < infinite_time)
+        out.ops = persistent_ops(md, 0, md.L, m, [&](std::int32_t i, std::int32_t l, size_type cm) {
+          return s.choice(i, l, cm);
+        });
+      return out;
+    }
+    floor = std::max(floor, v.value);
+    gap *= 4;
+  }
+}
+
+// The same with lower bounds from `slots` memories and no cap on the work (tests, benchmarks).
+inline bnb_result branch_and_bound(const model& md, const interval_bounds& b, size_type m,
+                                   size_type slots, dp_branches branches) {
+  const lower_bound_table lb =
+      make_lower_bounds(plan_lower_bounds(md, m, slots, branches, 1), branches, 1);
+  bnb::search s(md, b, branches);
+  s.restart(lb, infinite_time);
+  return branch_and_bound(md, s, m);
+}
+
+// The search's rate, branches looked at per second on one core (measured on the development
+// machine: 1.8e7 on DenseNet-121, 2.4e7 on GPT-2 XL), the slots of its lower bounds (Rotor's DP
+// at about 500 slots: tighter bounds cut the search more than they cost, up to there), and the
+// longest chain it takes (it recurses once per nested interval: a few hundred bytes of stack a
+// level).
+inline constexpr double bnb_work_per_second = 2e7;
+inline constexpr size_type bnb_slots = 512;
+inline constexpr std::int32_t bnb_max_stages = 1000;
+// What a searched cell holds in memory, its share of the hash table included.
+inline constexpr double bnb_cell_bytes = 2.0 * sizeof(bnb::entry);
+
+// The search at memory m within `max_seconds` (its lower bounds' DP, estimated, included) and
+// `max_bytes` (their table and the cells searched): incomplete where it would pass them, having
+// spent nothing where the lower bounds' DP alone would take half of them.
+inline bnb_result branch_and_bound_within(const model& md, const interval_bounds& b, size_type m,
+                                          dp_branches branches, unsigned threads,
+                                          double max_seconds, double max_bytes) {
+  if (md.L > bnb_max_stages || !md.exact_sums) return {};
+  lower_bound_plan plan = plan_lower_bounds(md, m, bnb_slots, branches, threads);
+  if (plan.bytes > max_bytes / 2 || plan.seconds > max_seconds / 2) return {};
+  const double max_work = (max_seconds - plan.seconds) * bnb_work_per_second;
+  const auto max_cells = static_cast<std::size_t>((max_bytes - plan.bytes) / bnb_cell_bytes);
+  const lower_bound_table lb = make_lower_bounds(std::move(plan), branches, threads);
+  bnb::search s(md, b, branches);
+  s.restart(lb, max_work, max_cells);
+  return branch_and_bound(md, s, m);
+}
+
+}  // namespace remat::detail

@@ -1,0 +1,184 @@
+// The branch-and-bound solve at one budget against the dense reference DP in exact units: the same
+// value and the same schedule, bit for bit, whatever the lower bounds' slots; the lower bounds
+// never above the optimum; a cap on the work stops the search, and the search resumes from what
+// it kept.
+#include <remat/detail/dp/branch_and_bound.hpp>
+
+#include <remat/detail/dp/frontier_dp.hpp>
+#include <remat/detail/dp/reference_dp.hpp>
+#include <remat/simulate.hpp>
+
+#include <doctest/doctest.h>
+
+#include "chain_text.hpp"
+#include "random_chain.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace unit_detail_dp_branch_and_bound_test {
+
+namespace {
+
+using remat::chain;
+using remat::size_type;
+using remat::detail::bnb_result;
+using remat::detail::dp_branches;
+using remat::detail::interval_bounds;
+using remat::detail::interval_index;
+using remat::detail::model;
+using remat::detail::optimal_table;
+
+interval_bounds bounds_of(const model& md, dp_branches branches) {
+  return remat::detail::make_interval_bounds(md, remat::detail::persistent_need(md, branches),
+                                             branches);
+}
+
+// A memory past which nothing changes: everything held at once.
+size_type everything(const model& md) {
+  size_type total = 0;
+  for (const auto* v : {&md.x, &md.xb, &md.ft, &md.fa, &md.bt})
+    for (const size_type s : *v) total += s;
+  return total + 1;
+}
+
+// Random chains, a third of them of one or two stages repeated (intervals with equal problems).
+chain test_chain(std::mt19937_64& rng, const remat::testing::random_chain_options& o) {
+  chain c = remat::testing::random_chain(rng, o);
+  if (std::uniform_int_distribution<int>(0, 2)(rng) == 0 && c.length() > 2) {
+    const std::size_t period = std::uniform_int_distribution<std::size_t>(1, 2)(rng);
+    for (std::size_t k = period; k < c.length(); ++k) c.stages[k] = c.stages[k % period];
+  }
+  return c;
+}
+
+constexpr dp_branches both[] = {dp_branches::tape_and_checkpoint, dp_branches::checkpoint_only};
+
+}  // namespace
+
+TEST_CASE("property: the value and the schedule are the dense DP's, bit for bit, any slots") {
+  std::mt19937_64 rng(1601);
+  int feasible = 0, infeasible = 0;
+  for (int n = 0; n < 800; ++n) {
+    const chain c = test_chain(rng, {.min_stages = 1, .max_stages = 9, .max_size = 30});
+    CAPTURE(remat::testing::chain_text(c));
+    const model md = remat::detail::make_model(c, 1);
+    for (const dp_branches branches : both) {
+      CAPTURE(static_cast<int>(branches));
+      const interval_bounds b = bounds_of(md, branches);
+      const optimal_table ref = remat::detail::optimal_dp_reference(md, everything(md), branches);
+      for (int k = 0; k < 4; ++k) {
+        const size_type m = std::uniform_int_distribution<size_type>(0, everything(md))(rng);
+        const size_type slots = std::uniform_int_distribution<size_type>(1, 12)(rng);
+        CAPTURE(m);
+        CAPTURE(slots);
+        const bnb_result r = remat::detail::branch_and_bound(md, b, m, slots, branches);
+        REQUIRE(r.complete);
+        const double want = ref.value[ref.at(0, md.L, m)];
+        CHECK(r.value == want);
+        if (want < remat::detail::infinite_time) {
+          ++feasible;
+          CHECK(r.ops == remat::detail::optimal_ops(md, ref, 0, md.L, m));
+        } else {
+          ++infeasible;
+          CHECK(r.ops.empty());
+        }
+      }
+    }
+  }
+  CHECK(feasible > 2000);
+  CHECK(infeasible > 300);
+}
+
+TEST_CASE("property: longer chains, larger sizes: the frontier DP's value, schedules that fit") {
+  std::mt19937_64 rng(1602);
+  for (int n = 0; n < 24; ++n) {
+    const chain c = test_chain(rng, {.min_stages = 20, .max_stages = 32, .max_size = 1000});
+    CAPTURE(remat::testing::chain_text(c));
+    const model md = remat::detail::make_model(c, 1);
+    for (const dp_branches branches : both) {
+      CAPTURE(static_cast<int>(branches));
+      const interval_bounds b = bounds_of(md, branches);
+      const remat::detail::frontier_table f =
+          remat::detail::frontier_dp(md, interval_bounds{}, {.branches = branches});
+      const std::vector<remat::detail::frontier_step>& root = f.root();
+      REQUIRE_FALSE(root.empty());
+      // From the least memory to the fastest schedule's, and between breakpoints.
+      for (int k = 0; k < 4; ++k) {
+        const std::size_t p = std::uniform_int_distribution<std::size_t>(0, root.size() - 1)(rng);
+        const size_type m = root[p].m + (k % 2 == 0 ? 0 : (k == 1 ? -1 : 7));
+        CAPTURE(m);
+        const bnb_result r = remat::detail::branch_and_bound(md, b, m, 64, branches);
+        REQUIRE(r.complete);
+        CHECK(r.value == f.value(0, md.L, m));
+        if (!r.ops.empty()) {
+          const remat::replay_result run = remat::simulate(c, r.ops);
+          CHECK(run.valid());
+          CHECK(run.peak_memory <= md.x[0] + m);
+          // The value is on the model's time grid; the replay sums the chain's own times.
+          CHECK(run.makespan == doctest::Approx(r.value).epsilon(1e-12));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("property: the lower bounds are never above the optimum, every cell and memory") {
+  std::mt19937_64 rng(1603);
+  for (int n = 0; n < 300; ++n) {
+    const chain c = test_chain(rng, {.min_stages = 1, .max_stages = 8, .max_size = 30});
+    CAPTURE(remat::testing::chain_text(c));
+    const model md = remat::detail::make_model(c, 1);
+    for (const dp_branches branches : both) {
+      const size_type M = everything(md);
+      const optimal_table ref = remat::detail::optimal_dp_reference(md, M, branches);
+      const size_type slots = std::uniform_int_distribution<size_type>(1, 12)(rng);
+      const remat::detail::lower_bound_table lb = remat::detail::make_lower_bounds(
+          remat::detail::plan_lower_bounds(md, M, slots, branches, 1), branches, 1);
+      long above = 0;
+      for (std::int32_t i = 0; i <= md.L; ++i)
+        for (std::int32_t l = i; l <= md.L; ++l)
+          for (size_type m = 0; m <= M; ++m)
+            if (lb.at(interval_index(md.L, i, l), m) > ref.value[ref.at(i, l, m)]) ++above;
+      CHECK(above == 0);
+    }
+  }
+}
+
+TEST_CASE("a cap on the work stops the search; a larger one resumes it to the same result") {
+  std::mt19937_64 rng(1604);
+  int stopped = 0;
+  for (int n = 0; n < 40; ++n) {
+    const chain c = test_chain(rng, {.min_stages = 20, .max_stages = 30, .max_size = 1000});
+    CAPTURE(remat::testing::chain_text(c));
+    const model md = remat::detail::make_model(c, 1);
+    const dp_branches branches = dp_branches::tape_and_checkpoint;
+    const interval_bounds b = bounds_of(md, branches);
+    const size_type m = b.need[interval_index(md.L, 0, md.L)] + 200;
+    const bnb_result whole = remat::detail::branch_and_bound(md, b, m, 16, branches);
+    REQUIRE(whole.complete);
+    if (whole.work < 100) continue;
+    ++stopped;
+    const remat::detail::lower_bound_table lb = remat::detail::make_lower_bounds(
+        remat::detail::plan_lower_bounds(md, m, 16, branches, 1), branches, 1);
+    remat::detail::bnb::search s(md, b, branches);
+    s.restart(lb, whole.work / 4);
+    const bnb_result part = remat::detail::branch_and_bound(md, s, m);
+    CHECK_FALSE(part.complete);
+    CHECK(part.ops.empty());
+    CHECK(part.work <= whole.work / 4 + static_cast<double>(md.L) + 1);
+    // Resumed with finer bounds: what was solved is kept.
+    const remat::detail::lower_bound_table finer = remat::detail::make_lower_bounds(
+        remat::detail::plan_lower_bounds(md, m, 64, branches, 1), branches, 1);
+    s.restart(finer, remat::detail::infinite_time);
+    const bnb_result resumed = remat::detail::branch_and_bound(md, s, m);
+    REQUIRE(resumed.complete);
+    CHECK(resumed.value == whole.value);
+    CHECK(resumed.ops == whole.ops);
+  }
+  CHECK(stopped > 20);
+}
+
+}  // namespace unit_detail_dp_branch_and_bound_test
