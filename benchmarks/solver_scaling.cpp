@@ -13,7 +13,8 @@
 // and `remat::estimate_solve`'s estimate made before it, to compare with the time measured),
 // the whole exact `solve` (`exact/solve/`) and the whole 500-slot `solve` (`exact/slots500/`,
 // with its table's bytes). Where the exact DP would not fit this machine (500 and 1000 stages)
-// only its estimate is given (`exact/estimate/`).
+// only its estimate is given (`exact/estimate/`). `exact/at/<chain>/<percent>/search|frontier`:
+// the solve at one budget with default limits, with the branch-and-bound search or without.
 //
 // Times are process CPU time (`MeasureProcessCPUTime`, threads included): the machine may be
 // shared. Counters: `table_bytes`, the DP table the solve allocates; `peak_rss`, the process's
@@ -33,6 +34,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -205,9 +207,8 @@ void exact_dp(benchmark::State& state, const std::string& name) {
   state.counters["stages"] = static_cast<double>(c.length());
   state.counters["root"] = static_cast<double>(t.root().size());
   state.counters["mean"] = points / static_cast<double>(t.frontiers.size());
-  state.counters["bytes"] =
-      points * remat::detail::frontier_point_bytes +
-      16 * static_cast<double>(remat::detail::interval_count(md.L));
+  state.counters["bytes"] = points * remat::detail::frontier_point_bytes +
+                            16 * static_cast<double>(remat::detail::interval_count(md.L));
   state.counters["work"] = t.work;
   state.counters["est_s"] = e.seconds;
 }
@@ -218,17 +219,38 @@ void exact_solve(benchmark::State& state, const std::string& name, remat::size_t
   const remat::chain c = exact_chain(name);
   const size_type budget = budget_of(c);
   const remat::solve_options options{
-      .slots = slots, .threads = 1,
+      .slots = slots,
+      .threads = 1,
       .max_estimated_seconds = std::numeric_limits<double>::infinity()};
   for (auto _ : state) benchmark::DoNotOptimize(remat::solve(c, budget, options).plan.makespan);
   if (slots != remat::exact_units) {
     const dp_input in = dp_input_of(c, budget, slots);
-    const remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
-        in.md, remat::detail::persistent_need(in.md),
-        remat::detail::dp_branches::tape_and_checkpoint);
+    const remat::detail::interval_bounds b =
+        remat::detail::make_interval_bounds(in.md, remat::detail::persistent_need(in.md),
+                                            remat::detail::dp_branches::tape_and_checkpoint);
     state.counters["table_bytes"] = remat::detail::fast_table_bytes(
         remat::detail::make_fast_layout(b, in.md.L, in.M), in.md.L, in.M, 1);
   }
+}
+
+// `remat::solve` at one budget as a user calls it (exact, default limits, one thread), with the
+// search at one budget (branch and bound, where the frontier DP would take long) or without it
+// (`search` false: the frontier DP alone, as before 2026-12-03). `share`: of store-all's peak,
+// in percent. Counter `epsilon`: the thinning the solve took (0: exact).
+void exact_at(benchmark::State& state, const std::string& name, std::int64_t share, bool search) {
+  const remat::chain c = exact_chain(name);
+  const size_type store_all =
+      remat::solve(c, remat::max_size, {.solver = remat::solver::store_all}).min_feasible_budget;
+  const size_type budget = store_all / 100 * share;
+  const remat::solve_options options{.threads = 1};
+  remat::solve_result r;
+  for (auto _ : state) {
+    r = remat::detail::solve_exact(
+        c, budget, options, remat::solver::optimal, remat::detail::dp_branches::tape_and_checkpoint,
+        search ? remat::detail::search_switch_work : remat::detail::infinite_time);
+    benchmark::DoNotOptimize(r.plan.makespan);
+  }
+  state.counters["epsilon"] = r.epsilon;
 }
 
 // The estimate alone where the exact DP would not fit: `est_s`, `est_bytes`.
@@ -260,6 +282,25 @@ void register_exact() {
         ->MeasureProcessCPUTime()
         ->Unit(benchmark::kMillisecond);
   }
+  for (const auto& [name, share] :
+       std::vector<std::pair<std::string, std::int64_t>>{{"gpt2-xl", 20},
+                                                         {"gpt2-xl", 30},
+                                                         {"gpt2-xl", 50},
+                                                         {"resnet152", 20},
+                                                         {"resnet152", 30},
+                                                         {"resnet152", 50},
+                                                         {"densenet121", 20},
+                                                         {"densenet121", 30},
+                                                         {"densenet121", 50},
+                                                         {"resnet1001", 30},
+                                                         {"synthetic-200", 30}})
+    for (const bool search : {true, false})
+      benchmark::RegisterBenchmark(
+          ("exact/at/" + name + "/" + std::to_string(share) + (search ? "/search" : "/frontier"))
+              .c_str(),
+          exact_at, name, share, search)
+          ->MeasureProcessCPUTime()
+          ->Unit(benchmark::kMillisecond);
   for (const char* name : {"synthetic-500", "synthetic-1000"})
     benchmark::RegisterBenchmark((std::string("exact/estimate/") + name).c_str(), exact_estimate,
                                  std::string(name))

@@ -118,7 +118,7 @@ struct estimate_solve_at_fn {
   /// its least-memory DP (O(L^3), estimated, and run here only where the budget lies between
   /// nothing and store-all's peak, to tell whether it is feasible), then, where the budget is
   /// feasible and below the fastest schedule's peak, the frontier DP capped at the budget, probed
-  /// for at most `probe_seconds` and projected. Where that projects more than 10 ms, the solve
+  /// for at most `probe_seconds` and projected. Where that projects more than 30 ms, the solve
   /// runs branch and bound first, given half of that time (at most a quarter of the time limit):
   /// the estimate is the frontier DP's, which the solve passes by that much where the search does
   /// not finish, and is usually well below where it does. `seconds` adds the two, `bytes` is the

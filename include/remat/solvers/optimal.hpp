@@ -234,9 +234,12 @@ constexpr solve_result exact_result_at(const chain& c, exact_solver& s, size_typ
   return r;
 }
 
-// Where the frontier DP capped at the budget projects more work than this (10 ms), the solve at
-// one budget tries branch and bound first (detail/dp/branch_and_bound.hpp).
-inline constexpr double search_switch_work = 0.01 * frontier_work_per_second;
+// Where the frontier DP capped at the budget projects more work than this (30 ms), the solve at
+// one budget tries branch and bound first (detail/dp/branch_and_bound.hpp). Below, the search's
+// own lower bounds (a dense DP at about 512 units) cost about as much as the frontier DP: the
+// projections from the first diagonals run up to 2 times high (resnet152 at 20% of store-all:
+// 7.3e5 projected from 6 diagonals, 3.3e5 done), densenet121's are 7.5e6 to 8.4e6.
+inline constexpr double search_switch_work = 0.03 * frontier_work_per_second;
 
 // The frontier DP capped at `m`, stopped as soon as it projects more than `max_work` (or passes
 // the limits): the exact solver at that budget where it finished (`s.f.table.complete`).

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/detail/dp/cost.hpp>
 #include <remat/detail/dp/model.hpp>
 #include <remat/detail/dp/optimal_fast.hpp>
 #include <remat/detail/dp/persistent_dp.hpp>
@@ -409,6 +410,8 @@ inline bnb_result branch_and_bound(const model& md, const interval_bounds& b, si
 inline constexpr double bnb_work_per_second = 2e7;
 inline constexpr size_type bnb_slots = 512;
 inline constexpr std::int32_t bnb_max_stages = 1000;
+// The most cells searched an interval before the search gives up.
+inline constexpr double bnb_cells_per_interval = 64;
 // What a searched cell holds in memory, its share of the hash table included.
 inline constexpr double bnb_cell_bytes = 2.0 * sizeof(bnb::entry);
 
@@ -422,7 +425,11 @@ inline bnb_result branch_and_bound_within(const model& md, const interval_bounds
   lower_bound_plan plan = plan_lower_bounds(md, m, bnb_slots, branches, threads);
   if (plan.bytes > max_bytes / 2 || plan.seconds > max_seconds / 2) return {};
   const double max_work = (max_seconds - plan.seconds) * bnb_work_per_second;
-  const auto max_cells = static_cast<std::size_t>((max_bytes - plan.bytes) / bnb_cell_bytes);
+  // Where the search holds many memories an interval, its bounds are too loose for it to finish
+  // soon: it stops there (chains of random sizes; the zoo's need 1 to 11 an interval).
+  const auto max_cells = static_cast<std::size_t>(
+      std::min((max_bytes - plan.bytes) / bnb_cell_bytes,
+               bnb_cells_per_interval * static_cast<double>(interval_count(md.L))));
   const lower_bound_table lb = make_lower_bounds(std::move(plan), branches, threads);
   bnb::search s(md, b, branches);
   s.restart(lb, max_work, max_cells);
