@@ -405,8 +405,8 @@ inline bnb_result branch_and_bound(const model& md, const interval_bounds& b, si
 // The search's rate, branches looked at per second on one core (measured on the development
 // machine: 1.8e7 on DenseNet-121, 2.4e7 on GPT-2 XL), the slots of its lower bounds (Rotor's DP
 // at about 500 slots: tighter bounds cut the search more than they cost, up to there), and the
-// longest chain it takes (it recurses once per nested interval: a few hundred bytes of stack a
-// level).
+// longest chain it takes (it recurses once per nested interval, 208 bytes of stack a level with
+// g++ 12 -O2: about 200 KB at 1000 stages, within the smallest default thread stacks, 512 KB).
 inline constexpr double bnb_work_per_second = 2e7;
 inline constexpr size_type bnb_slots = 512;
 inline constexpr std::int32_t bnb_max_stages = 1000;

@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include "chain_text.hpp"
+#include "dp_chains.hpp"
 #include "random_chain.hpp"
 
 #include <cstddef>
@@ -30,28 +31,12 @@ using remat::detail::interval_bounds;
 using remat::detail::interval_index;
 using remat::detail::model;
 using remat::detail::optimal_table;
+using remat::testing::dp_test_chain;
+using remat::testing::everything;
 
 interval_bounds bounds_of(const model& md, dp_branches branches) {
   return remat::detail::make_interval_bounds(md, remat::detail::persistent_need(md, branches),
                                              branches);
-}
-
-// A memory past which nothing changes: everything held at once.
-size_type everything(const model& md) {
-  size_type total = 0;
-  for (const auto* v : {&md.x, &md.xb, &md.ft, &md.fa, &md.bt})
-    for (const size_type s : *v) total += s;
-  return total + 1;
-}
-
-// Random chains, a third of them of one or two stages repeated (intervals with equal problems).
-chain test_chain(std::mt19937_64& rng, const remat::testing::random_chain_options& o) {
-  chain c = remat::testing::random_chain(rng, o);
-  if (std::uniform_int_distribution<int>(0, 2)(rng) == 0 && c.length() > 2) {
-    const std::size_t period = std::uniform_int_distribution<std::size_t>(1, 2)(rng);
-    for (std::size_t k = period; k < c.length(); ++k) c.stages[k] = c.stages[k % period];
-  }
-  return c;
 }
 
 constexpr dp_branches both[] = {dp_branches::tape_and_checkpoint, dp_branches::checkpoint_only};
@@ -62,7 +47,7 @@ TEST_CASE("property: the value and the schedule are the dense DP's, bit for bit,
   std::mt19937_64 rng(1601);
   int feasible = 0, infeasible = 0;
   for (int n = 0; n < 800; ++n) {
-    const chain c = test_chain(rng, {.min_stages = 1, .max_stages = 9, .max_size = 30});
+    const chain c = dp_test_chain(rng, {.min_stages = 1, .max_stages = 9, .max_size = 30});
     CAPTURE(remat::testing::chain_text(c));
     const model md = remat::detail::make_model(c, 1);
     for (const dp_branches branches : both) {
@@ -95,7 +80,7 @@ TEST_CASE("property: the value and the schedule are the dense DP's, bit for bit,
 TEST_CASE("property: longer chains, larger sizes: the frontier DP's value, schedules that fit") {
   std::mt19937_64 rng(1602);
   for (int n = 0; n < 24; ++n) {
-    const chain c = test_chain(rng, {.min_stages = 20, .max_stages = 32, .max_size = 1000});
+    const chain c = dp_test_chain(rng, {.min_stages = 20, .max_stages = 32, .max_size = 1000});
     CAPTURE(remat::testing::chain_text(c));
     const model md = remat::detail::make_model(c, 1);
     for (const dp_branches branches : both) {
@@ -128,7 +113,7 @@ TEST_CASE("property: longer chains, larger sizes: the frontier DP's value, sched
 TEST_CASE("property: the lower bounds are never above the optimum, every cell and memory") {
   std::mt19937_64 rng(1603);
   for (int n = 0; n < 300; ++n) {
-    const chain c = test_chain(rng, {.min_stages = 1, .max_stages = 8, .max_size = 30});
+    const chain c = dp_test_chain(rng, {.min_stages = 1, .max_stages = 8, .max_size = 30});
     CAPTURE(remat::testing::chain_text(c));
     const model md = remat::detail::make_model(c, 1);
     for (const dp_branches branches : both) {
@@ -151,7 +136,7 @@ TEST_CASE("a cap on the work stops the search; a larger one resumes it to the sa
   std::mt19937_64 rng(1604);
   int stopped = 0;
   for (int n = 0; n < 40; ++n) {
-    const chain c = test_chain(rng, {.min_stages = 20, .max_stages = 30, .max_size = 1000});
+    const chain c = dp_test_chain(rng, {.min_stages = 20, .max_stages = 30, .max_size = 1000});
     CAPTURE(remat::testing::chain_text(c));
     const model md = remat::detail::make_model(c, 1);
     const dp_branches branches = dp_branches::tape_and_checkpoint;

@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include "chain_text.hpp"
+#include "dp_chains.hpp"
 #include "random_chain.hpp"
 
 #include <algorithm>
@@ -31,19 +32,13 @@ using remat::detail::frontier_table;
 using remat::detail::model;
 using remat::detail::optimal_table;
 using remat::detail::thinning;
+using remat::testing::dp_test_chain;
+using remat::testing::everything;
 
 frontier_table frontier_of(const model& md, frontier_options o) {
   const remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
       md, remat::detail::persistent_need(md, o.branches), o.branches);
   return remat::detail::frontier_dp(md, b, o);
-}
-
-// A memory past which nothing changes: everything held at once.
-size_type everything(const model& md) {
-  size_type total = 0;
-  for (const auto* v : {&md.x, &md.xb, &md.ft, &md.bt})
-    for (const size_type s : *v) total += s;
-  return total + 1;
 }
 
 // Cells (interval, m) where the frontier's value differs from the reference's.
@@ -66,22 +61,12 @@ bool well_formed(const frontier_table& t) {
   return true;
 }
 
-// Chains with equal stages repeated (so that intervals share frontiers), or plain random ones.
-chain test_chain(std::mt19937_64& rng, const remat::testing::random_chain_options& o) {
-  chain c = remat::testing::random_chain(rng, o);
-  if (std::uniform_int_distribution<int>(0, 2)(rng) == 0 && c.length() > 2) {
-    const std::size_t period = std::uniform_int_distribution<std::size_t>(1, 2)(rng);
-    for (std::size_t k = period; k < c.length(); ++k) c.stages[k] = c.stages[k % period];
-  }
-  return c;
-}
-
 }  // namespace
 
 TEST_CASE("property: frontier values equal the dense DP's in exact units, every cell and memory") {
   std::mt19937_64 rng(1501);
   for (int n = 0; n < 1500; ++n) {
-    const chain c = test_chain(rng, {.min_stages = 1, .max_stages = 9});
+    const chain c = dp_test_chain(rng, {.min_stages = 1, .max_stages = 9});
     CAPTURE(remat::testing::chain_text(c));
     const model md = remat::detail::make_model(c, 1);
     for (const dp_branches branches :
@@ -102,7 +87,7 @@ TEST_CASE("property: long chains, frontiers of many blocks: values equal the den
   std::mt19937_64 rng(1505);
   std::size_t largest = 0;
   for (int n = 0; n < 16; ++n) {
-    const chain c = test_chain(rng, {.min_stages = 16, .max_stages = 28, .max_size = 40});
+    const chain c = dp_test_chain(rng, {.min_stages = 16, .max_stages = 28, .max_size = 40});
     CAPTURE(remat::testing::chain_text(c));
     const model md = remat::detail::make_model(c, 1);
     for (const dp_branches branches :
@@ -121,7 +106,7 @@ TEST_CASE("property: long chains, frontiers of many blocks: values equal the den
 TEST_CASE("property: a schedule read back at any memory replays at its value, within it") {
   std::mt19937_64 rng(1502);
   for (int n = 0; n < 400; ++n) {
-    const chain c = test_chain(rng, {.min_stages = 1, .max_stages = 12});
+    const chain c = dp_test_chain(rng, {.min_stages = 1, .max_stages = 12});
     CAPTURE(remat::testing::chain_text(c));
     const model md = remat::detail::make_model(c, 1);
     const frontier_table f = frontier_of(md, {});
@@ -143,7 +128,7 @@ TEST_CASE("property: a schedule read back at any memory replays at its value, wi
 TEST_CASE("frontier: one thread or several, the same frontiers") {
   std::mt19937_64 rng(1503);
   for (int n = 0; n < 20; ++n) {
-    const chain c = test_chain(rng, {.min_stages = 20, .max_stages = 40, .max_size = 30});
+    const chain c = dp_test_chain(rng, {.min_stages = 20, .max_stages = 40, .max_size = 30});
     const model md = remat::detail::make_model(c, 1);
     const frontier_table one = frontier_of(md, {});
     const frontier_table three = frontier_of(md, {.threads = 3});
@@ -198,7 +183,7 @@ void check_bracket(const model& md, const frontier_table& exact, const frontier_
 TEST_CASE("property: thinned frontiers bracket the exact one, within epsilon of memory") {
   std::mt19937_64 rng(1504);
   for (int n = 0; n < 300; ++n) {
-    const chain c = test_chain(rng, {.min_stages = 5, .max_stages = 14, .max_size = 1000});
+    const chain c = dp_test_chain(rng, {.min_stages = 5, .max_stages = 14, .max_size = 1000});
     CAPTURE(remat::testing::chain_text(c));
     const model md = remat::detail::make_model(c, 1);
     const double eps = std::uniform_real_distribution<double>(0.001, 0.2)(rng);
@@ -283,8 +268,8 @@ TEST_CASE("property: capped frontiers are the whole ones up to each interval's c
   for (int n = 0; n < 3000; ++n) {
     const bool long_chain = n % 10 == 0;
     const chain c = long_chain
-                        ? test_chain(rng, {.min_stages = 15, .max_stages = 30, .max_size = 60})
-                        : test_chain(rng, {.min_stages = 1, .max_stages = 10});
+                        ? dp_test_chain(rng, {.min_stages = 15, .max_stages = 30, .max_size = 60})
+                        : dp_test_chain(rng, {.min_stages = 1, .max_stages = 10});
     CAPTURE(remat::testing::chain_text(c));
     const model md = remat::detail::make_model(c, 1);
     for (const dp_branches branches :
@@ -337,7 +322,7 @@ TEST_CASE("frontier: no cap where sums round") {
 TEST_CASE("property: capped thinned frontiers bracket the exact one up to the cap") {
   std::mt19937_64 rng(1507);
   for (int n = 0; n < 300; ++n) {
-    const chain c = test_chain(rng, {.min_stages = 5, .max_stages = 14, .max_size = 1000});
+    const chain c = dp_test_chain(rng, {.min_stages = 5, .max_stages = 14, .max_size = 1000});
     CAPTURE(remat::testing::chain_text(c));
     const model md = remat::detail::make_model(c, 1);
     const double eps = std::uniform_real_distribution<double>(0.001, 0.2)(rng);

@@ -1,0 +1,33 @@
+// Chains and memories for the DP tests (detail/dp/): random chains, a third of them one or two
+// stages repeated (so that intervals pose equal problems, which the frontier DP shares), and a
+// memory past which no DP value changes.
+#pragma once
+
+#include <remat/chain.hpp>
+#include <remat/detail/dp/model.hpp>
+
+#include "random_chain.hpp"
+
+#include <cstddef>
+#include <random>
+
+namespace remat::testing {
+
+inline chain dp_test_chain(std::mt19937_64& rng, const random_chain_options& o) {
+  chain c = random_chain(rng, o);
+  if (std::uniform_int_distribution<int>(0, 2)(rng) == 0 && c.length() > 2) {
+    const std::size_t period = std::uniform_int_distribution<std::size_t>(1, 2)(rng);
+    for (std::size_t k = period; k < c.length(); ++k) c.stages[k] = c.stages[k % period];
+  }
+  return c;
+}
+
+// A memory past which nothing changes: every size of the model held at once, plus one.
+inline size_type everything(const detail::model& md) {
+  size_type total = 0;
+  for (const auto* v : {&md.x, &md.xb, &md.ft, &md.fa, &md.bt})
+    for (const size_type s : *v) total += s;
+  return total + 1;
+}
+
+}  // namespace remat::testing
