@@ -9,20 +9,23 @@
 //   and OPT is non-increasing in memory; the times are the same. With S(i, l) (nothing runs
 //   twice) it gives LB(i, l, m').
 // * Search. OPT(i, l, m') is computed with a limit: the exact value where it is below the limit,
-//   else a lower bound at or above it. A branch whose bound (its own time plus its parts' LB)
-//   reaches min(limit, best so far) is skipped; its parts are searched with what is left of that
-//   bound. Branches go in the dense DP's order (tape, then j up) and replace the best only when
-//   strictly faster, so the value and the choice are the dense DP's in exact units, bit for bit:
-//   on the time grid of `quantize_times` every sum and difference is exact, and the limits are
-//   kept on that grid.
+//   else a lower bound at or above it. A cell's branches are searched from the least bound (its
+//   own time plus its parts' LB) up; a branch whose bound reaches min(limit, best so far) is
+//   skipped, and its parts are searched with what is left of that bound. A branch replaces the
+//   best when faster, or as fast and before it in the dense DP's order (tape, then j up: such a
+//   branch is searched up to the best's value inclusive), so the value and the choice are the
+//   dense DP's in exact units, bit for bit: on the time grid of `quantize_times` every sum and
+//   difference is exact, and the limits are kept on that grid.
 // * Iterative deepening. The root's limit starts just above its LB (the bounds are usually within
 //   a fraction of a percent) and grows fourfold, from the new lower bound, each time the search
 //   fails. Every cell's exact value and best lower bound are kept (a hash table keyed by interval
 //   and memory) across the rounds.
 // * Work. Each branch looked at is one unit; past `max_work` the search stops and reports
 //   incomplete, and the caller falls back to the frontier DP. How much work a budget takes
-//   depends on how tight the bounds are there, not on the frontiers' sizes: on chains whose
-//   frontiers blow up (DenseNet's concatenations), it is a few percent of the frontier DP's.
+//   depends on how tight the bounds are there, not on the frontiers' sizes: on densenet121, whose
+//   concatenations blow the frontiers up, 13 to 37 ms against 51 to 88 ms for the frontier DP at
+//   20% to 30% of store-all; on chains of random sizes the bounds are too loose for it to finish
+//   (benchmarks/README-scaling.md, "Branch and bound at one budget").
 //
 // Needs `model::exact_sums` (the solve uses the frontier DP otherwise) and recurses once per
 // nested interval (at most L + 1 deep).
