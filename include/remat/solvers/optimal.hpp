@@ -67,6 +67,31 @@ constexpr std::vector<op> checkpoint_all_ops(std::int32_t length) {
 // The thinning tried, in order, where the exact DP (0) would pass the limits.
 inline constexpr double thinning_steps[] = {0, 0.001, 0.005, 0.02, 0.1};
 
+// What the frontier DP may spend under `options`: its threads, its rate (work units a second on
+// them, at most one a core), the table limit, and the fixed cost of the intervals' classes, paid
+// before any frontier.
+struct frontier_limits {
+  unsigned threads = 1;
+  double rate = 0;
+  std::size_t byte_limit = 0;
+  frontier_fixed_cost fixed;
+
+  // The points that fit the table limit beside the classes.
+  double max_points() const noexcept {
+    return (static_cast<double>(byte_limit) - fixed.bytes) / frontier_point_bytes;
+  }
+};
+
+inline frontier_limits frontier_limits_of(const model& md, const solve_options& options) {
+  frontier_limits f;
+  f.threads = dp_threads(options.threads);
+  f.rate = frontier_work_per_second *
+           std::min(f.threads, std::max(1U, std::thread::hardware_concurrency()));
+  f.byte_limit = options.max_table_bytes.value_or(default_table_limit());
+  f.fixed = frontier_classes_cost(md.L);
+  return f;
+}
+
 // The frontier DP within the solve's limits: exact where its work and points, projected as it
 // goes, stay within them; else thinned, by the first epsilon of `thinning_steps` that does (none
 // without `allow_thinning`). Throws the refusal where none does. `cap`: `frontier_options::cap`.
@@ -79,14 +104,12 @@ constexpr frontier_table frontier_within_limits(const chain& c, const model& md,
   frontier_options fo{.branches = branches, .cap = cap};
   epsilon = 0;
   if (std::is_constant_evaluated()) return frontier_dp(md, bounds, fo);
-  fo.threads = dp_threads(options.threads);
-  const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
-  const double rate = frontier_work_per_second * std::min(fo.threads, cores);
-  const std::size_t byte_limit = options.max_table_bytes.value_or(default_table_limit());
-  // The classes of the intervals, before any frontier.
-  const frontier_fixed_cost fixed = frontier_classes_cost(md.L);
-  const double fixed_bytes = fixed.bytes;
-  double seconds = fixed.seconds;
+  const frontier_limits limits = frontier_limits_of(md, options);
+  fo.threads = limits.threads;
+  const double rate = limits.rate;
+  const std::size_t byte_limit = limits.byte_limit;
+  const double fixed_bytes = limits.fixed.bytes;
+  double seconds = limits.fixed.seconds;
   if (fixed_bytes > static_cast<double>(byte_limit) || seconds > options.max_estimated_seconds)
     refuse_frontier(name(which), c, seconds, fixed_bytes, options, byte_limit);
   double spent = seconds;  // the classes', then each stopped attempt's
@@ -96,7 +119,7 @@ constexpr frontier_table frontier_within_limits(const chain& c, const model& md,
     if (eps > 0 && !allow_thinning) break;
     fo.epsilon = eps;
     fo.max_work = (options.max_estimated_seconds - spent) * rate;
-    fo.max_points = (static_cast<double>(byte_limit) - fixed_bytes) / frontier_point_bytes;
+    fo.max_points = limits.max_points();
     frontier_table t = frontier_dp(md, bounds, fo);
     if (t.complete) {
       epsilon = eps;
@@ -243,20 +266,17 @@ inline constexpr double search_switch_work = 0.03 * frontier_work_per_second;
 
 // The frontier DP capped at `m`, stopped as soon as it projects more than `max_work` (or passes
 // the limits): the exact solver at that budget where it finished (`s.f.table.complete`).
-inline void capped_frontier_within(const model& md, size_type m, const solve_options& options,
-                                   dp_branches branches, double max_work, exact_solver& s) {
-  const unsigned threads = dp_threads(options.threads);
-  const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
-  const double rate = frontier_work_per_second * std::min(threads, cores);
-  const std::size_t byte_limit = options.max_table_bytes.value_or(default_table_limit());
-  const frontier_fixed_cost fixed = frontier_classes_cost(md.L);
+inline void capped_frontier_within(const model& md, size_type m, const frontier_limits& limits,
+                                   const solve_options& options, dp_branches branches,
+                                   double max_work, exact_solver& s) {
   s.f.md = md;
   s.f.table = frontier_dp(
       md, s.f.bounds,
       {.branches = branches,
-       .threads = threads,
-       .max_work = std::min(max_work, (options.max_estimated_seconds - fixed.seconds) * rate),
-       .max_points = (static_cast<double>(byte_limit) - fixed.bytes) / frontier_point_bytes,
+       .threads = limits.threads,
+       .max_work =
+           std::min(max_work, (options.max_estimated_seconds - limits.fixed.seconds) * limits.rate),
+       .max_points = limits.max_points(),
        .cap = m});
 }
 
@@ -272,23 +292,21 @@ inline std::optional<solve_result> solve_by_search(const chain& c, const model& 
                                                    solver which, dp_branches branches,
                                                    double switch_work, exact_solver& s) {
   const size_type m = budget - md.x[0];
-  const unsigned threads = dp_threads(options.threads);
+  const frontier_limits limits = frontier_limits_of(md, options);
   double projected = 0;  // seconds (0: `switch_work` 0, the search alone, for the tests)
   if (switch_work > 0) {
-    capped_frontier_within(md, m, options, branches, switch_work, s);
+    capped_frontier_within(md, m, limits, options, branches, switch_work, s);
     // Stopped before its first diagonal, its projection is only its least work (each interval's
     // split points once): run it on to a projection from its first diagonals.
     if (!s.f.table.complete && s.f.table.diagonals_done < 0)
-      capped_frontier_within(md, m, options, branches, 2 * s.f.table.projected_work, s);
+      capped_frontier_within(md, m, limits, options, branches, 2 * s.f.table.projected_work, s);
     if (s.f.table.complete) return exact_result_at(c, s, budget, options, which, branches);
-    projected = s.f.table.projected_work /
-                (frontier_work_per_second *
-                 std::min(threads, std::max(1U, std::thread::hardware_concurrency())));
+    projected = s.f.table.projected_work / limits.rate;
   }
   const double seconds = std::min(std::max(projected / 2, 0.01), options.max_estimated_seconds / 4);
-  const auto bytes = static_cast<double>(options.max_table_bytes.value_or(default_table_limit()));
-  const bnb_result r = branch_and_bound_within(md, make_interval_bounds(md, need, branches), m,
-                                               branches, threads, seconds, bytes);
+  const bnb_result r =
+      branch_and_bound_within(md, make_interval_bounds(md, need, branches), m, branches,
+                              limits.threads, seconds, static_cast<double>(limits.byte_limit));
   if (!r.complete) return std::nullopt;
   if (!(r.value < infinite_time)) throw_makespan_overflow(which);
   solve_result out = finish(c, which, budget, r.ops, r.value);
@@ -321,8 +339,7 @@ constexpr solve_result solve_exact(const chain& c, size_type budget, const solve
     check_dp_seconds(name(which), c, exact_units, need_dp_seconds(c, 1), need_dp_bytes(md.L),
                      options, "finding the least budget");
   const std::vector<size_type> need = persistent_need(md, branches);
-  const size_type root_need = need[interval_index(md.L, 0, md.L)];
-  const size_type least = root_need == unreachable ? unreachable : md.x[0] + root_need;
+  const size_type least = persistent_min_budget(md, need);
   s.fastest = fastest_schedule_of(c, branches);
   s.min_feasible_budget = s.fastest.lower(least == unreachable ? solve_result::no_budget : least);
   if (budget < s.fastest.bytes.peak_memory && budget >= s.min_feasible_budget) {

@@ -176,16 +176,11 @@ struct bounded {
 class search {
  public:
   search(const model& md, const interval_bounds& b, dp_branches branches)
-      : md_(md), b_(b), branches_(branches) {
-    mmin_.assign(interval_count(md.L), 0);
-    for (std::int32_t i = 0; i < md.L; ++i) {
-      size_type inner = least_forward(md, i);
-      for (std::int32_t l = i + 1; l <= md.L; ++l) {
-        mmin_[interval_index(md.L, i, l)] = md.x[at(l + 1)] + inner;
-        inner = std::max(inner, md.x[at(l)] + least_forward(md, l));
-      }
-    }
-  }
+      : md_(md),
+        b_(b),
+        branches_(branches),
+        mmin_(necessary_memory_table(md)),
+        forwards_(checkpoint_forward_table(md)) {}
 
   // New lower bounds (made for the memory searched or more) and a new cap on the work: the cells
   // solved and the bounds found so far stay (they hold whatever the lower bounds).
@@ -232,13 +227,10 @@ class search {
         spend();
       }
       double forward = 0;
-      size_type forwards = 0;  // checkpoint_forward_table's forwards(i, j)
       for (std::int32_t j = i + 1; j <= l; ++j) {
         forward += md_.fw[at(j - 1)];
-        forwards = j == i + 1
-                       ? md_.x[at(i + 1)] + md_.ft[at(i)]
-                       : std::max(forwards, md_.x[at(j - 1)] + md_.x[at(j)] + md_.ft[at(j - 1)]);
-        if (m < md_.x[at(l + 1)] + forwards) break;
+        // The branch's own forwards, non-decreasing in j.
+        if (m < md_.x[at(l + 1)] + forwards_[interval_index(md_.L, i, j - 1)]) break;
         if (m < md_.x[at(j)]) continue;
         const double floor_right = lower(interval_index(md_.L, j, l), m - md_.x[at(j)]);
         const double floor_left = lower(interval_index(md_.L, i, j - 1), m);
@@ -334,7 +326,8 @@ class search {
   const lower_bound_table* lb_ = nullptr;
   double max_work_ = 0;
   std::size_t max_cells_ = 0;
-  std::vector<size_type> mmin_;
+  std::vector<size_type> mmin_;      // necessary_memory_table
+  std::vector<size_type> forwards_;  // checkpoint_forward_table
   // A branch of a cell: its lower bound, its own time (the forwards, or F_all and B of the tape
   // branch), its left part's lower bound, and j (0: the tape branch). Cells push theirs on one
   // stack, as they recurse.

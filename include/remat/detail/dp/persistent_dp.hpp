@@ -57,6 +57,21 @@ constexpr size_type necessary_memory(const model& md, std::int32_t i, std::int32
   return md.x[at(l + 1)] + inner;
 }
 
+// `necessary_memory(md, i, l)` for every interval, at [interval_index(L, i, l)] (0 for i = l), in
+// O(L^2): a row's inner max grows with l.
+constexpr std::vector<size_type> necessary_memory_table(const model& md) {
+  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+  std::vector<size_type> t(interval_count(md.L), 0);
+  for (std::int32_t i = 0; i < md.L; ++i) {
+    size_type inner = least_forward(md, i);
+    for (std::int32_t l = i + 1; l <= md.L; ++l) {
+      t[interval_index(md.L, i, l)] = md.x[at(l + 1)] + inner;
+      inner = std::max(inner, md.x[at(l)] + least_forward(md, l));
+    }
+  }
+  return t;
+}
+
 // The forwards the checkpoint branch of (i, l) at split point j runs before its right part,
 // F_ck(i), F_none(i+1) .. F_none(j-1), peak at x[l+1] plus
 //   forwards(i, j) = max(x[i+1] + ft[i], max_{i<k<j} x[k] + x[k+1] + ft[k])
@@ -246,11 +261,15 @@ constexpr std::vector<size_type> persistent_need(
 }
 
 // The smallest total budget (input included) at which a persistent schedule exists, in the
-// units of `md`; `unreachable` if none.
+// units of `md`; `unreachable` if none. From the needs `persistent_need` gave, or computing them.
+constexpr size_type persistent_min_budget(const model& md, const std::vector<size_type>& need) {
+  const size_type root = need[interval_index(md.L, 0, md.L)];
+  return root == unreachable ? unreachable : md.x[0] + root;
+}
+
 constexpr size_type persistent_min_budget(const model& md,
                                           dp_branches branches = dp_branches::tape_and_checkpoint) {
-  const size_type need = persistent_need(md, branches)[interval_index(md.L, 0, md.L)];
-  return need == unreachable ? unreachable : md.x[0] + need;
+  return persistent_min_budget(md, persistent_need(md, branches));
 }
 
 // Adds sizes that may be `unreachable`, saturating there.

@@ -10,6 +10,7 @@
 #include "chain_text.hpp"
 #include "random_chain.hpp"
 
+#include <cstdint>
 #include <random>
 #include <vector>
 
@@ -37,6 +38,21 @@ TEST_CASE("property: persistent_need_fast equals least_peak_dp's need, both DPs"
     }
   }
   CHECK(compared == 6000);
+}
+
+TEST_CASE("property: necessary_memory_table holds necessary_memory of every interval") {
+  std::mt19937_64 rng(2303);
+  for (int n = 0; n < 300; ++n) {
+    const remat::chain c = remat::testing::random_chain(rng, {.min_stages = 1, .max_stages = 12});
+    CAPTURE(remat::testing::chain_text(c));
+    const remat::detail::model md = remat::detail::make_model(c, 1);
+    const std::vector<size_type> t = remat::detail::necessary_memory_table(md);
+    REQUIRE(t.size() == remat::detail::interval_count(md.L));
+    for (std::int32_t i = 0; i < md.L; ++i)
+      for (std::int32_t l = i + 1; l <= md.L; ++l)
+        CHECK(t[remat::detail::interval_index(md.L, i, l)] ==
+              remat::detail::necessary_memory(md, i, l));
+  }
 }
 
 TEST_CASE("sizes past 2^52 take the exact integer DP") {
