@@ -34,8 +34,8 @@
 #include <limits>
 #include <random>
 #include <string>
-#include <utility>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <sys/resource.h>
@@ -62,10 +62,12 @@ remat::chain synthetic_chain(std::int64_t length) {
   return c;
 }
 
+size_type store_all_peak(const remat::chain& c) {
+  return remat::solve(c, remat::max_size, {.solver = remat::solver::store_all}).min_feasible_budget;
+}
+
 size_type budget_of(const remat::chain& c) {
-  const size_type store_all =
-      remat::solve(c, remat::max_size, {.solver = remat::solver::store_all}).min_feasible_budget;
-  return store_all / 10 * 3;
+  return store_all_peak(c) / 10 * 3;
 }
 
 double peak_rss_bytes() {
@@ -239,9 +241,7 @@ void exact_solve(benchmark::State& state, const std::string& name, remat::size_t
 // in percent. Counter `epsilon`: the thinning the solve took (0: exact).
 void exact_at(benchmark::State& state, const std::string& name, std::int64_t share, bool search) {
   const remat::chain c = exact_chain(name);
-  const size_type store_all =
-      remat::solve(c, remat::max_size, {.solver = remat::solver::store_all}).min_feasible_budget;
-  const size_type budget = store_all / 100 * share;
+  const size_type budget = store_all_peak(c) / 100 * share;
   const remat::solve_options options{.threads = 1};
   remat::solve_result r;
   for (auto _ : state) {
