@@ -639,14 +639,27 @@ solve_result whole_curve_solve(const chain& c, size_type budget,
 
 }  // namespace
 
-// A solve at one budget caps the frontier DP there and takes the least budget from the
-// least-memory DP where the capped root says nothing: the same result as the whole curve's, bit
-// for bit. Budgets from below the input to beyond store-all; zero sizes; both branch sets.
-TEST_CASE("property: the solve at one budget equals the whole curve's, bit for bit") {
-  std::mt19937_64 rng(15);
-  int infeasible = 0, fastest = 0, capped = 0;
-  for (int n = 0; n < 3000; ++n) {
-    const chain c = n % 10 == 0 ? random_chain(rng, {10, 30, 100, n % 20 == 0})
+namespace {
+
+// A case of the one-budget property tests: a chain, a branch set and its solver, a budget from 0
+// to past store-all's peak, and the peak of the fastest schedule the DP can reach (store-all's,
+// or checkpoint-all's without the tape branch).
+struct one_budget_case {
+  const chain& c;
+  remat::detail::dp_branches branches;
+  remat::solver which;
+  size_type budget;
+  size_type fastest_peak;
+};
+
+// `check` on `chains` random chains (one in ten of 10 to `long_stages` stages with sizes to 100,
+// the others short, zero sizes in both), each branch set, `budgets` budgets each.
+template <class Check>
+void for_one_budget_cases(std::uint64_t seed, int chains, int long_stages, int budgets,
+                          Check check) {
+  std::mt19937_64 rng(seed);
+  for (int n = 0; n < chains; ++n) {
+    const chain c = n % 10 == 0 ? random_chain(rng, {10, long_stages, 100, n % 20 == 0})
                                 : random_chain(rng, {1, 10, 10, n % 3 != 0});
     INFO(chain_text(c));
     const size_type top = store_all_replay(c).peak_memory;
@@ -656,30 +669,41 @@ TEST_CASE("property: the solve at one budget equals the whole curve's, bit for b
       // (No structured binding: clang 14 does not capture one in CAPTURE's lambda.)
       const remat::detail::dp_branches branches = run.first;
       const remat::solver which = run.second;
-      // Store-all's peak, or checkpoint-all's without the tape branch.
       const size_type fastest_peak =
           remat::detail::fastest_schedule_of(c, branches).bytes.peak_memory;
-      for (int k = 0; k < 3; ++k) {
+      for (int k = 0; k < budgets; ++k) {
         const size_type b = std::uniform_int_distribution<size_type>(0, top + 2)(rng);
         CAPTURE(b);
         CAPTURE(remat::name(which));
-        const solve_result one = remat::detail::solve_exact(c, b, exact, which, branches);
-        const solve_result whole = whole_curve_solve(c, b, branches, which);
-        CHECK(one.feasible == whole.feasible);
-        CHECK(one.min_feasible_budget == whole.min_feasible_budget);
-        CHECK(one.epsilon == whole.epsilon);
-        CHECK(one.plan.ops == whole.plan.ops);
-        if (one.feasible) CHECK(one.plan.makespan == whole.plan.makespan);
-        CHECK(one == whole);
-        if (!whole.feasible)
-          ++infeasible;
-        else if (b >= fastest_peak)
-          ++fastest;
-        else
-          ++capped;
+        check(one_budget_case{c, branches, which, b, fastest_peak});
       }
     }
   }
+}
+
+}  // namespace
+
+// A solve at one budget caps the frontier DP there and takes the least budget from the
+// least-memory DP where the capped root says nothing: the same result as the whole curve's, bit
+// for bit. Budgets from below the input to beyond store-all; zero sizes; both branch sets.
+TEST_CASE("property: the solve at one budget equals the whole curve's, bit for bit") {
+  int infeasible = 0, fastest = 0, capped = 0;
+  for_one_budget_cases(15, 3000, 30, 3, [&](const one_budget_case& t) {
+    const solve_result one = remat::detail::solve_exact(t.c, t.budget, exact, t.which, t.branches);
+    const solve_result whole = whole_curve_solve(t.c, t.budget, t.branches, t.which);
+    CHECK(one.feasible == whole.feasible);
+    CHECK(one.min_feasible_budget == whole.min_feasible_budget);
+    CHECK(one.epsilon == whole.epsilon);
+    CHECK(one.plan.ops == whole.plan.ops);
+    if (one.feasible) CHECK(one.plan.makespan == whole.plan.makespan);
+    CHECK(one == whole);
+    if (!whole.feasible)
+      ++infeasible;
+    else if (t.budget >= t.fastest_peak)
+      ++fastest;
+    else
+      ++capped;
+  });
   // Each way through the solve is taken often.
   CHECK(infeasible > 500);
   CHECK(fastest > 500);
@@ -690,43 +714,25 @@ TEST_CASE("property: the solve at one budget equals the whole curve's, bit for b
 // value and least budget, bit for bit, and the dense DP's schedule (the first branch of equally
 // fast ones at that very memory, which can differ from the frontier's).
 TEST_CASE("property: one budget by branch and bound: the whole curve's value, the dense schedule") {
-  std::mt19937_64 rng(17);
   int searched = 0;
-  for (int n = 0; n < 1500; ++n) {
-    const chain c = n % 10 == 0 ? random_chain(rng, {10, 24, 100, n % 20 == 0})
-                                : random_chain(rng, {1, 10, 10, n % 3 != 0});
-    INFO(chain_text(c));
-    const remat::detail::model md = remat::detail::make_model(c, 1);
-    const size_type top = store_all_replay(c).peak_memory;
-    for (const auto& run :
-         {std::pair{remat::detail::dp_branches::tape_and_checkpoint, remat::solver::optimal},
-          std::pair{remat::detail::dp_branches::checkpoint_only, remat::solver::checkpoint_only}}) {
-      const remat::detail::dp_branches branches = run.first;
-      const remat::solver which = run.second;
-      const size_type fastest_peak =
-          remat::detail::fastest_schedule_of(c, branches).bytes.peak_memory;
-      for (int k = 0; k < 2; ++k) {
-        const size_type b = std::uniform_int_distribution<size_type>(0, top + 2)(rng);
-        CAPTURE(b);
-        CAPTURE(remat::name(which));
-        const solve_result one = remat::detail::solve_exact(c, b, exact, which, branches, 0);
-        const solve_result whole = whole_curve_solve(c, b, branches, which);
-        CHECK(one.feasible == whole.feasible);
-        CHECK(one.min_feasible_budget == whole.min_feasible_budget);
-        CHECK(one.epsilon == 0);
-        if (!one.feasible || b >= fastest_peak) {
-          CHECK(one == whole);
-          continue;
-        }
-        ++searched;
-        CHECK(one.plan.makespan == whole.plan.makespan);
-        const size_type m = b - md.x[0];
-        const remat::detail::optimal_table ref =
-            remat::detail::optimal_dp_reference(md, m, branches);
-        CHECK(one.plan.ops == remat::detail::optimal_ops(md, ref, 0, md.L, m));
-      }
+  for_one_budget_cases(17, 1500, 24, 2, [&](const one_budget_case& t) {
+    const solve_result one =
+        remat::detail::solve_exact(t.c, t.budget, exact, t.which, t.branches, 0);
+    const solve_result whole = whole_curve_solve(t.c, t.budget, t.branches, t.which);
+    CHECK(one.feasible == whole.feasible);
+    CHECK(one.min_feasible_budget == whole.min_feasible_budget);
+    CHECK(one.epsilon == 0);
+    if (!one.feasible || t.budget >= t.fastest_peak) {
+      CHECK(one == whole);
+      return;
     }
-  }
+    ++searched;
+    CHECK(one.plan.makespan == whole.plan.makespan);
+    const remat::detail::model md = remat::detail::make_model(t.c, 1);
+    const size_type m = t.budget - md.x[0];
+    const remat::detail::optimal_table ref = remat::detail::optimal_dp_reference(md, m, t.branches);
+    CHECK(one.plan.ops == remat::detail::optimal_ops(md, ref, 0, md.L, m));
+  });
   CHECK(searched > 1000);
 }
 
