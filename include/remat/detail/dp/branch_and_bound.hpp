@@ -23,9 +23,12 @@
 // * Work. Each branch looked at is one unit; past `max_work` the search stops and reports
 //   incomplete, and the caller falls back to the frontier DP. How much work a budget takes
 //   depends on how tight the bounds are there, not on the frontiers' sizes: on densenet121, whose
-//   concatenations blow the frontiers up, 13 to 37 ms against 51 to 88 ms for the frontier DP at
-//   20% to 30% of store-all; on chains of random sizes the bounds are too loose for it to finish
-//   (benchmarks/README-scaling.md, "Branch and bound at one budget").
+//   concatenations blow the frontiers up, 10 to 62 ms against 50 to 122 ms for the frontier DP at
+//   20% to 50% of store-all; on chains of random sizes the bounds are too loose for it to finish
+//   (benchmarks/README-scaling.md, "Branch and bound at one budget" and "A cheaper search step").
+// * Step. Most branches are never searched (one in ten on densenet121): a branch whose bound is at
+//   or above the cell's limit only lowers the cell's own bound, and is not listed or sorted; the
+//   lookups read one row per interval.
 //
 // Needs `model::exact_sums` (the solve uses the frontier DP otherwise) and recurses once per
 // nested interval (at most L + 1 deep).
@@ -42,6 +45,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -101,15 +105,17 @@ inline lower_bound_table make_lower_bounds(lower_bound_plan p, dp_branches branc
 
 namespace bnb {
 
-// A searched cell: its exact value and choice, or a lower bound of its value.
+// A searched cell: its exact value and choice, or a lower bound of its value (24 bytes: the
+// table is read once per cell visited, mostly missing the cache).
 struct entry {
   size_type m = -1;
-  std::uint32_t c = 0;
-  std::int32_t choice = -1;
   double value = 0;
+  std::uint32_t c = 0;
+  std::int16_t choice = -1;  // at most bnb_max_stages
   bool exact = false;
   bool used = false;
 };
+static_assert(sizeof(entry) == 24);
 
 // Open addressing on (interval, memory), linear probing, kept at most half full.
 class memo {
@@ -176,7 +182,7 @@ struct bounded {
 class search {
  public:
   search(const model& md, const interval_bounds& b, dp_branches branches)
-      : md_(md),
+      : md_(at_most_int16_stages(md)),
         b_(b),
         branches_(branches),
         mmin_(necessary_memory_table(md)),
@@ -185,11 +191,26 @@ class search {
   // New lower bounds (made for the memory searched or more) and a new cap on the work: the cells
   // solved and the bounds found so far stay (they hold whatever the lower bounds).
   void restart(const lower_bound_table& lb, double max_work,
-               std::size_t max_cells = static_cast<std::size_t>(-1)) noexcept {
+               std::size_t max_cells = static_cast<std::size_t>(-1)) {
     lb_ = &lb;
     max_work_ = max_work;
     max_cells_ = max_cells;
     stopped_ = false;
+    inverse_unit_ = 1.0 / static_cast<double>(lb.unit);
+    // What `lower` reads of an interval, in one place: a cell's branches look up intervals far
+    // apart in the tables (the right parts (j, l) stride across rows).
+    const fast_table& d = lb.dense;
+    rows_.resize(b_.need.size());
+    for (std::size_t c = 0; c < rows_.size(); ++c) {
+      row& r = rows_[c];
+      r.need = b_.need[c];
+      r.store = b_.store[c];
+      r.S = b_.S[c];
+      r.lb_need = d.bounds.need[c];
+      r.lb_store = d.bounds.store[c];
+      r.lb_S = std::max(b_.S[c], d.bounds.S[c]);
+      r.values = r.lb_need < r.lb_store ? d.value.data() + d.offset[c] : nullptr;
+    }
   }
 
   bool stopped() const noexcept { return stopped_; }
@@ -198,9 +219,13 @@ class search {
 
   // max(S, LB) of cell c at m, infinite below its need.
   double lower(std::size_t c, size_type m) const noexcept {
-    if (m < b_.need[c]) return infinite_time;
-    if (m >= b_.store[c]) return b_.S[c];
-    return std::max(b_.S[c], lb_->at(c, m));
+    const row& r = rows_[c];
+    if (m < r.need) return infinite_time;
+    if (m >= r.store) return r.S;
+    const size_type u = units(m);
+    if (u < r.lb_need) return infinite_time;
+    if (u >= r.lb_store) return r.lb_S;
+    return std::max(r.S, r.values[u - r.lb_need]);
   }
 
   bounded value(std::int32_t i, std::int32_t l, size_type m, double limit) {
@@ -218,12 +243,13 @@ class search {
     // The branches that can be finite, with their lower bounds, searched from the least bound:
     // a good schedule early bounds the others tightly.
     const std::size_t base = candidates_.size();
+    double skipped = infinite_time;  // the least lower bound of the branches not searched
     if (m >= mmin_[c]) {
       if (branches_ == dp_branches::tape_and_checkpoint && m >= tape_ops_memory(md_, i, l) &&
           m >= md_.xb[at(i + 1)]) {
         const double own = md_.fw[at(i)] + md_.bw[at(i)];
         const double floor_rest = lower(interval_index(md_.L, i + 1, l), m - md_.xb[at(i + 1)]);
-        if (floor_rest < infinite_time) candidates_.push_back({own + floor_rest, own, 0, 0});
+        push({own + floor_rest, own, 0, 0}, limit, skipped);
         spend();
       }
       double forward = 0;
@@ -234,8 +260,7 @@ class search {
         if (m < md_.x[at(j)]) continue;
         const double floor_right = lower(interval_index(md_.L, j, l), m - md_.x[at(j)]);
         const double floor_left = lower(interval_index(md_.L, i, j - 1), m);
-        if (floor_right < infinite_time && floor_left < infinite_time)
-          candidates_.push_back({forward + floor_right + floor_left, forward, floor_left, j});
+        push({forward + floor_right + floor_left, forward, floor_left, j}, limit, skipped);
         spend();
       }
     }
@@ -249,7 +274,6 @@ class search {
               });
     double best = infinite_time;  // below the limit once set
     std::int32_t choice = -1;
-    double skipped = infinite_time;  // the least lower bound of the branches not searched
     const std::size_t end = candidates_.size();
     for (std::size_t k = base; k < end; ++k) {
       const candidate cand = candidates_[k];
@@ -290,7 +314,7 @@ class search {
     entry& e = memo_.insert(c, m);
     if (best < limit) {
       e.value = std::max(b_.S[c], best);
-      e.choice = choice;
+      e.choice = static_cast<std::int16_t>(choice);
       e.exact = true;
       return {e.value, true};
     }
@@ -314,6 +338,44 @@ class search {
  private:
   static constexpr std::size_t at(std::int32_t k) noexcept { return static_cast<std::size_t>(k); }
 
+  // A cell's choice is kept in 16 bits (`entry`); checked before the tables are made.
+  static const model& at_most_int16_stages(const model& md) {
+    if (md.L > std::numeric_limits<std::int16_t>::max())
+      throw std::invalid_argument("remat: branch and bound: more than 32767 stages");
+    return md;
+  }
+
+  // A branch of a cell: its lower bound, its own time (the forwards, or F_all and B of the tape
+  // branch), its left part's lower bound, and j (0: the tape branch). Cells push theirs on one
+  // stack, as they recurse.
+  struct candidate {
+    double floor;
+    double own;
+    double floor_left;
+    std::int32_t j;
+  };
+  // A branch to search, or (its bound at or above the limit: no schedule through it can be
+  // below `win`, which never passes the limit) only its bound, in `skipped`.
+  void push(const candidate& cand, double limit, double& skipped) {
+    if (cand.floor < limit)
+      candidates_.push_back(cand);
+    else
+      skipped = std::min(skipped, cand.floor);
+  }
+
+  // floor(m / unit) without a division. The product is within one of it: the bounds are asked
+  // at most at the memory they were made for, so the quotient is at most about their slots, and
+  // the product's relative error (a few 2^-53) is far below one unit there.
+  size_type units(size_type m) const noexcept {
+    const size_type unit = lb_->unit;
+    auto u = static_cast<size_type>(static_cast<double>(m) * inverse_unit_);
+    if (u * unit > m)
+      --u;
+    else if ((u + 1) * unit <= m)
+      ++u;
+    return u;
+  }
+
   // One more branch looked at; past the cap, the search stops.
   void spend() noexcept {
     work_ += 1;
@@ -324,19 +386,23 @@ class search {
   const interval_bounds& b_;
   dp_branches branches_;
   const lower_bound_table* lb_ = nullptr;
+  // Per interval: its need, store and S (`b_`), and its lower bounds' (the dense table's need,
+  // store, max(S, S of the floor model), and where its values start).
+  struct row {
+    size_type need;
+    size_type store;
+    double S;
+    size_type lb_need;
+    size_type lb_store;
+    double lb_S;
+    const double* values;
+  };
+  std::vector<row> rows_;
+  double inverse_unit_ = 1;
   double max_work_ = 0;
   std::size_t max_cells_ = 0;
   std::vector<size_type> mmin_;      // necessary_memory_table
   std::vector<size_type> forwards_;  // checkpoint_forward_table
-  // A branch of a cell: its lower bound, its own time (the forwards, or F_all and B of the tape
-  // branch), its left part's lower bound, and j (0: the tape branch). Cells push theirs on one
-  // stack, as they recurse.
-  struct candidate {
-    double floor;
-    double own;
-    double floor_left;
-    std::int32_t j;
-  };
   std::vector<candidate> candidates_;
   memo memo_;
   double work_ = 0;
@@ -399,11 +465,12 @@ inline bnb_result branch_and_bound(const model& md, const interval_bounds& b, si
 }
 
 // The search's rate, branches looked at per second on one core (measured on the development
-// machine: 1.8e7 on DenseNet-121, 2.4e7 on GPT-2 XL), the slots of its lower bounds (Rotor's DP
+// machine, g++ 12 -O3: 5e7 on DenseNet-121, 4e7 on GPT-2 XL, 2.9e7 on ResNet-1001, whose lower
+// bounds' table is the largest), the slots of its lower bounds (Rotor's DP
 // at about 500 slots: tighter bounds cut the search more than they cost, up to there), and the
 // longest chain it takes (it recurses once per nested interval, 208 bytes of stack a level with
 // g++ 12 -O2: about 200 KB at 1000 stages, within the smallest default thread stacks, 512 KB).
-inline constexpr double bnb_work_per_second = 2e7;
+inline constexpr double bnb_work_per_second = 3.5e7;
 inline constexpr size_type bnb_slots = 512;
 inline constexpr std::int32_t bnb_max_stages = 1000;
 // The most cells searched an interval before the search gives up.

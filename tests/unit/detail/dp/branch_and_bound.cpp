@@ -14,6 +14,7 @@
 #include "dp_chains.hpp"
 #include "random_chain.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <random>
@@ -128,6 +129,56 @@ TEST_CASE("property: the lower bounds are never above the optimum, every cell an
           for (size_type m = 0; m <= M; ++m)
             if (lb.at(interval_index(md.L, i, l), m) > ref.value[ref.at(i, l, m)]) ++above;
       CHECK(above == 0);
+    }
+  }
+}
+
+// The search reads its bounds from per-interval rows and divides by the unit with a
+// multiplication: the same values as the table's own lookup, at every memory of small chains and
+// at random memories of chains with sizes up to 2^45 (the solve searches only where sums of
+// sizes are exact in doubles, `need_in_doubles`).
+TEST_CASE("the search's lookups are max(S, LB) from the table, huge sizes included") {
+  std::mt19937_64 rng(1605);
+  for (int n = 0; n < 200; ++n) {
+    const bool huge = n % 2 == 1;
+    const chain c = dp_test_chain(
+        rng, {.min_stages = 1, .max_stages = 10, .max_size = huge ? size_type{1} << 45 : 40});
+    CAPTURE(remat::testing::chain_text(c));
+    const model md = remat::detail::make_model(c, 1);
+    REQUIRE(md.exact_sums);
+    for (const dp_branches branches : both) {
+      const interval_bounds b = bounds_of(md, branches);
+      const size_type M = everything(md);
+      const size_type slots = std::uniform_int_distribution<size_type>(1, 40)(rng);
+      const remat::detail::lower_bound_table lb = remat::detail::make_lower_bounds(
+          remat::detail::plan_lower_bounds(md, M, slots, branches, 1), branches, 1);
+      remat::detail::bnb::search s(md, b, branches);
+      s.restart(lb, remat::detail::infinite_time);
+      auto want = [&](std::size_t cell, size_type m) {
+        if (m < b.need[cell]) return remat::detail::infinite_time;
+        if (m >= b.store[cell]) return b.S[cell];
+        return std::max(b.S[cell], lb.at(cell, m));
+      };
+      long differ = 0;
+      std::uniform_int_distribution<size_type> any(0, M);
+      for (std::int32_t i = 0; i <= md.L; ++i)
+        for (std::int32_t l = i; l <= md.L; ++l) {
+          const std::size_t cell = interval_index(md.L, i, l);
+          auto check = [&](size_type m) {
+            if (s.lower(cell, m) != want(cell, m)) ++differ;
+          };
+          if (!huge) {
+            for (size_type m = 0; m <= M; ++m) check(m);
+            continue;
+          }
+          // Around the multiples of the unit, where floor(m / unit) steps, and anywhere.
+          for (int k = 0; k < 20; ++k) {
+            const size_type near = any(rng) / lb.unit * lb.unit;
+            for (const size_type m : {near - 1, near, near + 1, any(rng)})
+              if (m >= 0 && m <= M) check(m);
+          }
+        }
+      CHECK(differ == 0);
     }
   }
 }
