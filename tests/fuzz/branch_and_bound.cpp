@@ -1,0 +1,84 @@
+// Fuzz target: the branch-and-bound search at one budget (detail/dp/branch_and_bound.hpp) against
+// the dense reference DP in exact units, on small fuzzed chains (sizes whose sum stays small
+// enough for the reference's table), both branch sets, 1 to 64 lower-bound slots: the same value
+// and the same schedule, bit for bit. Then a cap of a quarter of its work must stop the same
+// search, and the stopped search, resumed with other lower bounds, must reach the same result.
+// The solve runs the search only where its frontier DP would take long, which small chains never
+// do: this drives it directly.
+#include <remat/detail/dp/branch_and_bound.hpp>
+#include <remat/detail/dp/model.hpp>
+#include <remat/detail/dp/persistent_dp.hpp>
+#include <remat/detail/dp/reference_dp.hpp>
+
+#include "fuzz_input.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+using remat::size_type;
+using namespace remat::detail;
+
+// A memory past which no value changes (every size at once, plus one), or -1 past `most`.
+size_type everything(const model& md, size_type most) {
+  size_type total = 1;
+  for (const std::vector<size_type>* v : {&md.x, &md.xb, &md.ft, &md.fa, &md.bt})
+    for (const size_type s : *v) {
+      if (s > most - total) return -1;
+      total += s;
+    }
+  return total;
+}
+
+lower_bound_table bounds_at(const model& md, size_type m, size_type slots, dp_branches branches) {
+  return make_lower_bounds(plan_lower_bounds(md, m, slots, branches, 1), branches, 1);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using remat::fuzz::fail;
+  remat::fuzz::byte_reader in(data, size);
+  const remat::chain c = in.make_chain(7);
+  try {
+    remat::validate(c);
+  } catch (const remat::chain_error&) {
+    return 0;
+  }
+  const model md = make_model(c, 1);
+  // Where the solve searches: exact sums of times and of sizes.
+  if (!md.exact_sums || !need_in_doubles(md)) return 0;
+  const size_type M = everything(md, 4096);
+  if (M < 0) return 0;
+  const dp_branches branches =
+      in.byte() % 2 == 0 ? dp_branches::tape_and_checkpoint : dp_branches::checkpoint_only;
+  const size_type m = (size_type{in.byte()} << 8 | size_type{in.byte()}) % (M + 1);
+  const size_type slots = 1 + in.byte() % 64;
+
+  const optimal_table ref = optimal_dp_reference(md, M, branches);
+  const interval_bounds b = make_interval_bounds(md, persistent_need(md, branches), branches);
+  const bnb_result r = branch_and_bound(md, b, m, slots, branches);
+  if (!r.complete) fail("the search without a cap did not finish");
+  const double want = ref.value[ref.at(0, md.L, m)];
+  if (r.value != want) fail("the search's value is not the dense DP's");
+  if (want < infinite_time) {
+    if (r.ops != optimal_ops(md, ref, 0, md.L, m)) fail("the search's schedule is not the dense DP's");
+  } else if (!r.ops.empty()) {
+    fail("ops for an infeasible memory");
+  }
+
+  if (r.work < 8) return 0;
+  const lower_bound_table lb = bounds_at(md, m, slots, branches);
+  bnb::search s(md, b, branches);
+  s.restart(lb, r.work / 4);
+  const bnb_result part = branch_and_bound(md, s, m);
+  if (part.complete || !part.ops.empty()) fail("a quarter of the work finished the same search");
+  const lower_bound_table other = bounds_at(md, m, 1 + in.byte() % 64, branches);
+  s.restart(other, infinite_time);
+  const bnb_result resumed = branch_and_bound(md, s, m);
+  if (!resumed.complete || resumed.value != want || resumed.ops != r.ops)
+    fail("the resumed search differs from the whole one");
+  return 0;
+}
