@@ -10,27 +10,19 @@
 #include <remat/detail/dp/persistent_dp.hpp>
 #include <remat/detail/dp/reference_dp.hpp>
 
+#include "dp_chains.hpp"
 #include "fuzz_input.hpp"
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace {
 
 using remat::size_type;
 using namespace remat::detail;
-
-// A memory past which no value changes (every size at once, plus one), or -1 past `most`.
-size_type everything(const model& md, size_type most) {
-  size_type total = 1;
-  for (const std::vector<size_type>* v : {&md.x, &md.xb, &md.ft, &md.fa, &md.bt})
-    for (const size_type s : *v) {
-      if (s > most - total) return -1;
-      total += s;
-    }
-  return total;
-}
+using remat::testing::everything;
 
 lower_bound_table bounds_at(const model& md, size_type m, size_type slots, dp_branches branches) {
   return make_lower_bounds(plan_lower_bounds(md, m, slots, branches, 1), branches, 1);
@@ -41,12 +33,9 @@ lower_bound_table bounds_at(const model& md, size_type m, size_type slots, dp_br
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using remat::fuzz::fail;
   remat::fuzz::byte_reader in(data, size);
-  const remat::chain c = in.make_chain(7);
-  try {
-    remat::validate(c);
-  } catch (const remat::chain_error&) {
-    return 0;
-  }
+  const std::optional<remat::chain> valid = in.valid_chain(7);
+  if (!valid) return 0;
+  const remat::chain& c = *valid;
   const model md = make_model(c, 1);
   // Where the solve searches: exact sums of times and of sizes.
   if (!md.exact_sums || !need_in_doubles(md)) return 0;
@@ -59,7 +48,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   const optimal_table ref = optimal_dp_reference(md, M, branches);
   const interval_bounds b = make_interval_bounds(md, persistent_need(md, branches), branches);
-  const bnb_result r = branch_and_bound(md, b, m, slots, branches);
+  const lower_bound_table lb = bounds_at(md, m, slots, branches);
+  bnb::search whole(md, b, branches);
+  whole.restart(lb, infinite_time);
+  const bnb_result r = branch_and_bound(md, whole, m);
   if (!r.complete) fail("the search without a cap did not finish");
   const double want = ref.value[ref.at(0, md.L, m)];
   if (r.value != want) fail("the search's value is not the dense DP's");
@@ -70,8 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 
   if (r.work < 8) return 0;
-  const lower_bound_table lb = bounds_at(md, m, slots, branches);
-  bnb::search s(md, b, branches);
+  bnb::search s(md, b, branches);  // a new one: `whole` keeps its cells
   s.restart(lb, r.work / 4);
   const bnb_result part = branch_and_bound(md, s, m);
   if (part.complete || !part.ops.empty()) fail("a quarter of the work finished the same search");

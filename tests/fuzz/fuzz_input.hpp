@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 
 namespace remat::fuzz {
 
@@ -67,6 +68,17 @@ class byte_reader {
       s.backward_overhead = (o & 2U) != 0 ? size() : 0;
       if ((o & 4U) != 0) s.recording_overhead = size();  // docs/recording-overhead.md
       c.stages.push_back(s);
+    }
+    return c;
+  }
+
+  // make_chain, where the chain passes validation; none where it does not (nothing to check).
+  std::optional<chain> valid_chain(std::size_t max_stages) {
+    chain c = make_chain(max_stages);
+    try {
+      validate(c);
+    } catch (const chain_error&) {
+      return std::nullopt;
     }
     return c;
   }

@@ -9,17 +9,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   remat::fuzz::byte_reader in(data, size);
-  const remat::chain c = in.make_chain(8);
-  try {
-    remat::validate(c);
-  } catch (const remat::chain_error&) {
-    return 0;
-  }
+  const std::optional<remat::chain> valid = in.valid_chain(8);
+  if (!valid) return 0;
+  const remat::chain& c = *valid;
   const auto L = static_cast<std::int32_t>(c.length());
   std::vector<remat::op> ops;
   while (!in.empty()) {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <limits>
 #include <vector>
 
@@ -66,12 +67,9 @@ size_type pick_budget(remat::fuzz::byte_reader& in, size_type store_all_peak) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   remat::fuzz::byte_reader in(data, size);
-  const remat::chain c = in.make_chain(6);
-  try {
-    remat::validate(c);
-  } catch (const remat::chain_error&) {
-    return 0;
-  }
+  const std::optional<remat::chain> valid = in.valid_chain(6);
+  if (!valid) return 0;
+  const remat::chain& c = *valid;
   const auto L = static_cast<std::int32_t>(c.length());
   const std::vector<remat::op> all = remat::store_all_ops(L);
   const size_type store_all_peak = remat::simulate(c, std::span<const remat::op>(all)).peak_memory;

@@ -9,6 +9,7 @@
 #include "random_chain.hpp"
 
 #include <cstddef>
+#include <limits>
 #include <random>
 
 namespace remat::testing {
@@ -22,12 +23,17 @@ inline chain dp_test_chain(std::mt19937_64& rng, const random_chain_options& o) 
   return c;
 }
 
-// A memory past which nothing changes: every size of the model held at once, plus one.
-inline size_type everything(const detail::model& md) {
-  size_type total = 0;
+// A memory past which nothing changes: every size of the model held at once, plus one; -1 where
+// that passes `most` (fuzzed sizes reach 2^62, whose sums overflow).
+inline size_type everything(const detail::model& md,
+                            size_type most = std::numeric_limits<size_type>::max()) {
+  size_type total = 1;
   for (const auto* v : {&md.x, &md.xb, &md.ft, &md.fa, &md.bt})
-    for (const size_type s : *v) total += s;
-  return total + 1;
+    for (const size_type s : *v) {
+      if (s > most - total) return -1;
+      total += s;
+    }
+  return total;
 }
 
 }  // namespace remat::testing
