@@ -133,6 +133,57 @@ TEST_CASE("property: the lower bounds are never above the optimum, every cell an
   }
 }
 
+// Sizes that are multiples of a power of two w, and memories whose m / slots is not: the unit
+// stays within slots / 4 to 2 slots memories, and mostly divides every size (w does, losing
+// nothing); where it does, rounding down loses nothing and the bounds are the optimum.
+TEST_CASE("the lower bounds' unit divides the common sizes; the bounds are then exact") {
+  std::mt19937_64 rng(1606);
+  int divides = 0;
+  const int chains = 200;
+  for (int n = 0; n < chains; ++n) {
+    chain c = dp_test_chain(rng, {.min_stages = 1, .max_stages = 7, .max_size = 6});
+    const size_type w = size_type{1} << std::uniform_int_distribution<int>(2, 6)(rng);
+    c.input_size *= w;
+    c.loss_overhead *= w;
+    for (remat::stage& s : c.stages) {
+      s.output_size *= w;
+      s.tape_size *= w;
+      s.forward_overhead *= w;
+      s.backward_overhead *= w;
+      if (s.recording_overhead) *s.recording_overhead *= w;
+    }
+    CAPTURE(remat::testing::chain_text(c));
+    const model md = remat::detail::make_model(c, 1);
+    const size_type M = everything(md);
+    const size_type m = std::uniform_int_distribution<size_type>(M / 4, M)(rng);
+    // m / slots a little above w: w is a candidate, and m / slots does not divide the sizes.
+    const size_type slots = std::max<size_type>(
+        1, m / (w + std::uniform_int_distribution<size_type>(1, w - 1)(rng)));
+    const size_type unit = remat::detail::lower_bound_unit(md, m, slots);
+    const size_type target = std::max<size_type>(1, m / slots);
+    CHECK(unit >= std::max<size_type>(1, target / 2));
+    CHECK(unit <= 4 * target);
+    bool all = true;
+    for (const auto* v : {&md.x, &md.xb, &md.ft, &md.fa, &md.bt})
+      for (const size_type s : *v) all = all && s % unit == 0;
+    if (!all) continue;
+    ++divides;
+    for (const dp_branches branches : both) {
+      const optimal_table ref = remat::detail::optimal_dp_reference(md, m, branches);
+      const remat::detail::lower_bound_table lb = remat::detail::make_lower_bounds(
+          remat::detail::plan_lower_bounds(md, m, slots, branches, 1), branches, 1);
+      REQUIRE(lb.unit == unit);
+      long differ = 0;
+      for (std::int32_t i = 0; i <= md.L; ++i)
+        for (std::int32_t l = i; l <= md.L; ++l)
+          for (size_type k = 0; k <= m; ++k)
+            if (lb.at(interval_index(md.L, i, l), k) != ref.value[ref.at(i, l, k)]) ++differ;
+      CHECK(differ == 0);
+    }
+  }
+  CHECK(divides > chains / 2);
+}
+
 // The search reads its bounds from per-interval rows and divides by the unit with a
 // multiplication: the same values as the table's own lookup, at every memory of small chains and
 // at random memories of chains with sizes up to 2^45 (the solve searches only where sums of
