@@ -88,10 +88,11 @@ struct lower_bound_plan {
 // common sizes keeps the bounds exact on them. On ResNet-1001 at 30% of store-all, m / 512 is
 // 1.4 MiB and rounds its 333 outputs of 2 MiB down by a third; 2 MiB (m / 702) rounds down only
 // its 9 odd sizes, and the search does 600 times less work. Candidates: each of the heaviest sizes
-// (count x size) halved while even, from slots / 4 to 2 slots memories (the DP's time grows with
-// them). The largest whose remainders, one per occurrence, sum to at most 2% of m; where none does
-// (DenseNet: 141 distinct sizes), the one that loses least from half to twice m / slots,
-// m / slots included (ties to the larger unit).
+// (count x size) halved while even, from slots / 4 to 4 slots memories (the DP's time grows with
+// them). The largest whose remainders, one per occurrence, sum to at most 2% of m, if it leaves at
+// most 2 slots memories or the unit near m / slots loses more than 20% of m; else (DenseNet: 141
+// distinct sizes) the one that loses least from half to twice m / slots, m / slots included (ties
+// to the larger unit).
 inline size_type lower_bound_unit(const model& md, size_type m, size_type slots) {
   const size_type n = std::max<size_type>(1, slots);
   const size_type target = std::max<size_type>(1, m / n);
@@ -128,9 +129,11 @@ inline size_type lower_bound_unit(const model& md, size_type m, size_type slots)
     by_weight.resize(heaviest);
   }
   const size_type coarsest = target > max_size / 4 ? max_size : 4 * target;
-  const size_type finest = std::max<size_type>(1, target / 2);
-  const size_type near_lo = finest, near_hi = std::min(coarsest, 2 * target);
+  const size_type finest = std::max<size_type>(1, target / 4);
+  const size_type near_lo = std::max<size_type>(1, target / 2);
+  const size_type near_hi = std::min(coarsest, target > max_size / 2 ? max_size : 2 * target);
   const double small_loss = 0.02 * static_cast<double>(m);
+  const double large_loss = 0.2 * static_cast<double>(m);
   size_type aligned = 0;  // the largest candidate that loses little
   size_type near = target;  // the one that loses least near m / slots
   double near_loss = loss(target);
@@ -146,7 +149,11 @@ inline size_type lower_bound_unit(const model& md, size_type m, size_type slots)
       }
       if (u % 2 != 0) break;
     }
-  return aligned > 0 ? aligned : near;
+  // Finer than 2 slots (the DP's time up to twice that at `slots`) only where the unit near
+  // m / slots loses much: ResNet-1001 at 50% of store-all, 2 MiB is m / 1170 and m / 512 loses
+  // 39% of m; on DenseNet the aligned units are m / 2000 and finer, and the near one loses 4-10%.
+  if (aligned >= near_lo || (aligned > 0 && near_loss > large_loss)) return aligned;
+  return near;
 }
 
 inline lower_bound_plan plan_lower_bounds(const model& md, size_type m, size_type slots,

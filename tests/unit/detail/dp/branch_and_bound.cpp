@@ -161,7 +161,7 @@ TEST_CASE("the lower bounds' unit divides the common sizes; the bounds are then 
         1, m / (w + std::uniform_int_distribution<size_type>(1, w - 1)(rng)));
     const size_type unit = remat::detail::lower_bound_unit(md, m, slots);
     const size_type target = std::max<size_type>(1, m / slots);
-    CHECK(unit >= std::max<size_type>(1, target / 2));
+    CHECK(unit >= std::max<size_type>(1, target / 4));
     CHECK(unit <= 4 * target);
     bool all = true;
     for (const auto* v : {&md.x, &md.xb, &md.ft, &md.fa, &md.bt})
@@ -182,6 +182,29 @@ TEST_CASE("the lower bounds' unit divides the common sizes; the bounds are then 
     }
   }
   CHECK(divides > chains / 2);
+}
+
+// ResNet-1001's case in small: every output 64, every tape 128, m / slots 200. Near m / slots
+// (100 to 400) the units lose more than 20% of m (128 drops half of each output), so the unit is
+// 64, finer than half of m / slots, and the bounds are the optimum.
+TEST_CASE("the lower bounds' unit goes finer where the units near m / slots lose much") {
+  chain c;
+  c.input_size = 64;
+  for (int k = 0; k < 12; ++k) c.stages.push_back({1.0, 2.0, 64, 128, 0, 0, {}});
+  const model md = remat::detail::make_model(c, 1);
+  const size_type m = 1200, slots = 6;
+  CHECK(remat::detail::lower_bound_unit(md, m, slots) == 64);
+  for (const dp_branches branches : both) {
+    const optimal_table ref = remat::detail::optimal_dp_reference(md, m, branches);
+    const remat::detail::lower_bound_table lb = remat::detail::make_lower_bounds(
+        remat::detail::plan_lower_bounds(md, m, slots, branches, 1), branches, 1);
+    long differ = 0;
+    for (std::int32_t i = 0; i <= md.L; ++i)
+      for (std::int32_t l = i; l <= md.L; ++l)
+        for (size_type k = 0; k <= m; ++k)
+          if (lb.at(interval_index(md.L, i, l), k) != ref.value[ref.at(i, l, k)]) ++differ;
+    CHECK(differ == 0);
+  }
 }
 
 // The search reads its bounds from per-interval rows and divides by the unit with a
