@@ -207,6 +207,40 @@ TEST_CASE("the lower bounds' unit goes finer where the units near m / slots lose
   }
 }
 
+// Random sizes (no unit near m / 512 divides them) make loose bounds: the search is not tried,
+// and costs nothing. The same chain with its sizes rounded to multiples of 2^20 is searched.
+TEST_CASE("the search is not tried where rounding to its unit loses more than a quarter of m") {
+  std::mt19937_64 rng(1607);
+  for (const bool aligned : {false, true}) {
+    chain c;
+    c.input_size = 1 << 20;
+    std::uniform_int_distribution<size_type> size(500000, 2000000);
+    const int stages = aligned ? 30 : 200;
+    for (int k = 0; k < stages; ++k) {
+      size_type out = size(rng);
+      if (aligned) out = (out >> 20 << 20) + (size_type{1} << 20);
+      c.stages.push_back({1.0, 2.0, out, 3 * out, out, 2 * out, {}});
+    }
+    const model md = remat::detail::make_model(c, 1);
+    const dp_branches branches = dp_branches::tape_and_checkpoint;
+    const interval_bounds b = bounds_of(md, branches);
+    const size_type m = b.need[interval_index(md.L, 0, md.L)] * 2;
+    const size_type unit = remat::detail::lower_bound_unit(md, m, remat::detail::bnb_slots);
+    const double loss = remat::detail::rounding_loss(md, unit) / static_cast<double>(m);
+    CAPTURE(loss);
+    const bnb_result r = remat::detail::branch_and_bound_within(md, b, m, branches, 1, 1e6, 1e12);
+    if (aligned) {
+      CHECK(loss < remat::detail::bnb_max_loss);
+      CHECK(r.complete);
+      CHECK(r.work > 0);
+    } else {
+      CHECK(loss > remat::detail::bnb_max_loss);
+      CHECK_FALSE(r.complete);
+      CHECK(r.work == 0);
+    }
+  }
+}
+
 // The search reads its bounds from per-interval rows and divides by the unit with a
 // multiplication: the same values as the table's own lookup, at every memory of small chains and
 // at random memories of chains with sizes up to 2^45 (the solve searches only where sums of
