@@ -70,7 +70,7 @@ struct lower_bound_table {
   double at(std::size_t c, size_type m) const noexcept { return dense.get(c, m / unit); }
 };
 
-// The unit (`lower_bound_unit`: slots / 4 to 2 slots memories below `m`), and the dense DP's table
+// The unit (`lower_bound_unit`: slots / 4 to 4 slots memories below `m`), and the dense DP's table
 // and time estimate there (the table is built by `make_lower_bounds`).
 struct lower_bound_plan {
   size_type unit = 1;
