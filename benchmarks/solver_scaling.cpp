@@ -17,9 +17,12 @@
 // the solve at one budget with default limits, with the branch-and-bound search or without.
 //
 // Times are process CPU time (`MeasureProcessCPUTime`, threads included): the machine may be
-// shared. Counters: `table_bytes`, the DP table the solve allocates; `peak_rss`, the process's
-// peak resident memory so far (getrusage), meaningful for the largest case, which runs first in
-// its own family. Reproduce (see benchmarks/README-scaling.md):
+// shared. The `exact/` solves run once untimed first: on the development machine (a VM) memory
+// not used lately costs about 10 ms per 2 MiB at its first touch, so the first of several solves
+// in a row paid up to 1.5 s of system time on resnet1001, whichever came first. Counters:
+// `table_bytes`, the DP table the solve allocates; `peak_rss`, the process's peak resident memory
+// so far (getrusage), meaningful for the largest case, which runs first in its own family.
+// Reproduce (see benchmarks/README-scaling.md):
 //
 //   cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release
 //   ninja -C build-bench bench_solver_scaling && build-bench/benchmarks/bench_solver_scaling
@@ -224,6 +227,7 @@ void exact_solve(benchmark::State& state, const std::string& name, remat::size_t
       .slots = slots,
       .threads = 1,
       .max_estimated_seconds = std::numeric_limits<double>::infinity()};
+  benchmark::DoNotOptimize(remat::solve(c, budget, options).plan.makespan);  // warm-up
   for (auto _ : state) benchmark::DoNotOptimize(remat::solve(c, budget, options).plan.makespan);
   if (slots != remat::exact_units) {
     const dp_input in = dp_input_of(c, budget, slots);
@@ -243,11 +247,15 @@ void exact_at(benchmark::State& state, const std::string& name, std::int64_t sha
   const remat::chain c = exact_chain(name);
   const size_type budget = store_all_peak(c) / 100 * share;
   const remat::solve_options options{.threads = 1};
-  remat::solve_result r;
+  const double switch_work =
+      search ? remat::detail::search_switch_work : remat::detail::infinite_time;
+  auto run = [&] {
+    return remat::detail::solve_exact(c, budget, options, remat::solver::optimal,
+                                      remat::detail::dp_branches::tape_and_checkpoint, switch_work);
+  };
+  remat::solve_result r = run();  // warm-up
   for (auto _ : state) {
-    r = remat::detail::solve_exact(
-        c, budget, options, remat::solver::optimal, remat::detail::dp_branches::tape_and_checkpoint,
-        search ? remat::detail::search_switch_work : remat::detail::infinite_time);
+    r = run();
     benchmark::DoNotOptimize(r.plan.makespan);
   }
   state.counters["epsilon"] = r.epsilon;

@@ -257,12 +257,14 @@ constexpr solve_result exact_result_at(const chain& c, exact_solver& s, size_typ
   return r;
 }
 
-// Where the frontier DP capped at the budget projects more work than this (30 ms), the solve at
-// one budget tries branch and bound first (detail/dp/branch_and_bound.hpp). Below, the search's
-// own lower bounds (a dense DP at about 512 units) cost about as much as the frontier DP: the
-// projections from the first diagonals run up to 2 times high (resnet152 at 20% of store-all:
-// 7.3e5 projected from 6 diagonals, 3.3e5 done), densenet121's are 7.5e6 to 8.4e6.
-inline constexpr double search_switch_work = 0.03 * frontier_work_per_second;
+// Where the frontier DP capped at the budget projects more work than this (10 ms), the solve at
+// one budget tries branch and bound first (detail/dp/branch_and_bound.hpp). Its lower bounds on a
+// unit that divides the common sizes are tight enough that from there the search is the faster
+// (one thread, 20-70% of store-all: resnet152 4-13 ms -> 2-5 ms, its frontier DP projecting 10 to
+// 30 ms). Below, the frontier DP is: the projections from its first diagonals run up to 2 times
+// high, and lower switches slowed the GPT-2 chains (gpt2-xl at 70% 2.7 -> 4.4 ms at 5 ms,
+// gpt2-large 1.0-1.4 -> 1.8-3.4 ms at 2 ms; benchmarks/README-scaling.md).
+inline constexpr double search_switch_work = 0.01 * frontier_work_per_second;
 
 // The frontier DP capped at `m`, stopped as soon as it projects more than `max_work` (or passes
 // the limits): the exact solver at that budget where it finished (`s.f.table.complete`).
