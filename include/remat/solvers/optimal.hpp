@@ -257,14 +257,17 @@ constexpr solve_result exact_result_at(const chain& c, exact_solver& s, size_typ
   return r;
 }
 
-// Where the frontier DP capped at the budget projects more work than this (10 ms), the solve at
-// one budget tries branch and bound first (detail/dp/branch_and_bound.hpp). Its lower bounds on a
-// unit that divides the common sizes are tight enough that from there the search is the faster
-// (one thread, 20-70% of store-all: resnet152 4-13 ms -> 2-5 ms, its frontier DP projecting 10 to
-// 30 ms). Below, the frontier DP is: the projections from its first diagonals run up to 2 times
-// high, and lower switches slowed the GPT-2 chains (gpt2-xl at 70% 2.7 -> 4.4 ms at 5 ms,
-// gpt2-large 1.0-1.4 -> 1.8-3.4 ms at 2 ms; benchmarks/README-scaling.md).
-inline constexpr double search_switch_work = 0.01 * frontier_work_per_second;
+// When a solve at one budget tries branch and bound (detail/dp/branch_and_bound.hpp) before the
+// frontier DP capped there: where that DP projects more than 1 ms of work and more than twice the
+// estimated time of the search's lower bounds' DP (their unit divides the common sizes, so the
+// search after it is short). One thread, 20% to 70% of store-all (benchmarks/README-scaling.md):
+// resnet101 and resnet152 search (their bounds' DP estimated 0.5 and 1.5-2.7 ms, the frontier DP
+// projecting 1.2-2.0 and 7-10 ms: 1.3-1.9 ms against 2.0-3.1 ms, 2.8-4.4 against 5-12 ms), GPT-2
+// does not (gpt2-large's bounds 2.2-4.7 ms against a projection of 2.2 ms: 1.3-2.0 ms by the
+// frontier DP, 2.3-5.0 by the search). The projections from the first diagonals run up to 2
+// times high; the bounds' estimate within about 1.3 times.
+inline constexpr double search_switch_work = 0.001 * frontier_work_per_second;
+inline constexpr double search_switch_ratio = 2;
 
 // The frontier DP capped at `m`, stopped as soon as it projects more than `max_work` (or passes
 // the limits): the exact solver at that budget where it finished (`s.f.table.complete`).
@@ -283,11 +286,12 @@ inline void capped_frontier_within(const model& md, size_type m, const frontier_
 }
 
 // Branch and bound at one budget, where the frontier DP capped there would do more than
-// `switch_work`: given half the time that DP projects (at least 10 ms, at most a quarter of the
-// time limit), and the table limit. Where it does not finish, the solve takes up to half as long
-// again (a quarter of the limit where the frontier DP thins); where it does, it is faster or, where
-// the frontier DP would thin, exact (measured in benchmarks/README-scaling.md). Empty where it does
-// not finish (or the frontier DP finished first).
+// `switch_work` and `search_switch_ratio` times its lower bounds' DP: given half the time that
+// DP projects (at least 10 ms, at most a quarter of the time limit), and the table limit. Where it
+// does not finish, the solve takes up to half as long again (a quarter of the limit where the
+// frontier DP thins); where it does, it is faster or, where the frontier DP would thin, exact
+// (measured in benchmarks/README-scaling.md). Empty where it does not finish (or the frontier DP
+// finished first).
 inline std::optional<solve_result> solve_by_search(const chain& c, const model& md,
                                                    const std::vector<size_type>& need,
                                                    size_type budget, const solve_options& options,
@@ -305,10 +309,20 @@ inline std::optional<solve_result> solve_by_search(const chain& c, const model& 
     if (s.f.table.complete) return exact_result_at(c, s, budget, options, which, branches);
     projected = s.f.table.projected_work / limits.rate;
   }
+  std::optional<lower_bound_plan> plan = search_plan(md, m, branches, limits.threads);
+  if (!plan || (switch_work > 0 && projected < search_switch_ratio * plan->seconds)) {
+    // No search: the frontier DP capped at the budget, within the limits (their estimate, and
+    // thinning where it passes them, are the caller's).
+    if (switch_work > 0) {
+      capped_frontier_within(md, m, limits, options, branches, infinite_time, s);
+      if (s.f.table.complete) return exact_result_at(c, s, budget, options, which, branches);
+    }
+    return std::nullopt;
+  }
   const double seconds = std::min(std::max(projected / 2, 0.01), options.max_estimated_seconds / 4);
-  const bnb_result r =
-      branch_and_bound_within(md, make_interval_bounds(md, need, branches), m, branches,
-                              limits.threads, seconds, static_cast<double>(limits.byte_limit));
+  const bnb_result r = branch_and_bound_within(md, make_interval_bounds(md, need, branches),
+                                               std::move(*plan), m, branches, limits.threads,
+                                               seconds, static_cast<double>(limits.byte_limit));
   if (!r.complete) return std::nullopt;
   if (!(r.value < infinite_time)) throw_makespan_overflow(which);
   solve_result out = finish(c, which, budget, r.ops, r.value);
@@ -322,10 +336,11 @@ inline std::optional<solve_result> solve_by_search(const chain& c, const model& 
 // the first of its branches' conditions holds, which is that DP's recurrence. Below it and from
 // the fastest schedule's peak on, no frontier DP runs. Between: the frontier DP capped at the
 // budget (`frontier_options::cap`: a half to two thirds of the whole curve's points at 30% of
-// store-all), where it projects at most `switch_work`; above, branch and bound first
-// (`solve_by_search`: the same value, the dense DP's schedule among equally fast ones), then the
-// capped frontier DP within the limits where the search does not finish (`switch_work` infinite:
-// never searched; 0: searched first, for the tests). Elsewhere (sums that round, sizes near 2^63)
+// store-all), where it projects at most `switch_work` or `search_switch_ratio` times the search's
+// lower bounds' DP; above, branch and bound first (`solve_by_search`: the same value, the dense
+// DP's schedule among equally fast ones), then the capped frontier DP within the limits where the
+// search does not finish (`switch_work` infinite: never searched; 0: searched first, for the
+// tests). Elsewhere (sums that round, sizes near 2^63)
 // the whole frontier, as `prepare_exact`.
 constexpr solve_result solve_exact(const chain& c, size_type budget, const solve_options& options,
                                    solver which, dp_branches branches,

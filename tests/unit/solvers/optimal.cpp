@@ -685,12 +685,26 @@ void for_one_budget_cases(std::uint64_t seed, int chains, int long_stages, int b
 
 // A solve at one budget caps the frontier DP there and takes the least budget from the
 // least-memory DP where the capped root says nothing: the same result as the whole curve's, bit
-// for bit. Budgets from below the input to beyond store-all; zero sizes; both branch sets.
+// for bit (the search never tried: `switch_work` infinite). Budgets from below the input to
+// beyond store-all; zero sizes; both branch sets. The default solve, which may search instead
+// (and then give the dense DP's schedule among equally fast ones), has the same value.
 TEST_CASE("property: the solve at one budget equals the whole curve's, bit for bit") {
   int infeasible = 0, fastest = 0, capped = 0;
   for_one_budget_cases(15, 3000, 30, 3, [&](const one_budget_case& t) {
-    const solve_result one = remat::detail::solve_exact(t.c, t.budget, exact, t.which, t.branches);
+    const solve_result one = remat::detail::solve_exact(t.c, t.budget, exact, t.which, t.branches,
+                                                        remat::detail::infinite_time);
     const solve_result whole = whole_curve_solve(t.c, t.budget, t.branches, t.which);
+    const solve_result by_default =
+        remat::detail::solve_exact(t.c, t.budget, exact, t.which, t.branches);
+    CHECK(by_default.feasible == whole.feasible);
+    CHECK(by_default.min_feasible_budget == whole.min_feasible_budget);
+    if (by_default.feasible) {
+      CHECK(by_default.plan.makespan == whole.plan.makespan);
+      const replay_result sim = remat::simulate(t.c, by_default.plan.ops);
+      CHECK(sim.valid());
+      CHECK(close(sim.makespan, by_default.plan.makespan));
+      CHECK(sim.peak_memory <= t.budget);
+    }
     CHECK(one.feasible == whole.feasible);
     CHECK(one.min_feasible_budget == whole.min_feasible_budget);
     CHECK(one.epsilon == whole.epsilon);

@@ -47,6 +47,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -134,7 +135,7 @@ inline size_type lower_bound_unit(const model& md, size_type m, size_type slots)
   const size_type near_hi = std::min(coarsest, target > max_size / 2 ? max_size : 2 * target);
   const double small_loss = 0.02 * static_cast<double>(m);
   const double large_loss = 0.2 * static_cast<double>(m);
-  size_type aligned = 0;  // the largest candidate that loses little
+  size_type aligned = 0;    // the largest candidate that loses little
   size_type near = target;  // the one that loses least near m / slots
   double near_loss = loss(target);
   for (const counted& s : by_weight)
@@ -573,17 +574,23 @@ inline constexpr double bnb_max_loss = 0.25;
 // What a searched cell holds in memory, its share of the hash table included.
 inline constexpr double bnb_cell_bytes = 2.0 * sizeof(bnb::entry);
 
-// The search at memory m within `max_seconds` (its lower bounds' DP, estimated, included) and
-// `max_bytes` (their table and the cells searched): incomplete where it would pass them, having
-// spent nothing where the lower bounds' DP alone would take half of them, or where rounding to
-// their unit loses more than `bnb_max_loss` of m.
-inline bnb_result branch_and_bound_within(const model& md, const interval_bounds& b, size_type m,
-                                          dp_branches branches, unsigned threads,
-                                          double max_seconds, double max_bytes) {
-  if (md.L > bnb_max_stages || !md.exact_sums) return {};
+// The lower bounds of a search at memory `m` where one is worth trying: none where the chain is
+// too long for its recursion, its sums are not exact, or rounding to the unit loses more than
+// `bnb_max_loss` of m.
+inline std::optional<lower_bound_plan> search_plan(const model& md, size_type m,
+                                                   dp_branches branches, unsigned threads) {
+  if (md.L > bnb_max_stages || !md.exact_sums) return std::nullopt;
   const size_type unit = lower_bound_unit(md, m, bnb_slots);
-  if (rounding_loss(md, unit) > bnb_max_loss * static_cast<double>(m)) return {};
-  lower_bound_plan plan = plan_lower_bounds_on(md, m, unit, branches, threads);
+  if (rounding_loss(md, unit) > bnb_max_loss * static_cast<double>(m)) return std::nullopt;
+  return plan_lower_bounds_on(md, m, unit, branches, threads);
+}
+
+// The search at memory m on the bounds of `plan` within `max_seconds` (their DP, estimated,
+// included) and `max_bytes` (their table and the cells searched): incomplete where it would pass
+// them, having spent nothing where the lower bounds' DP alone would take half of them.
+inline bnb_result branch_and_bound_within(const model& md, const interval_bounds& b,
+                                          lower_bound_plan plan, size_type m, dp_branches branches,
+                                          unsigned threads, double max_seconds, double max_bytes) {
   if (plan.bytes > max_bytes / 2 || plan.seconds > max_seconds / 2) return {};
   const double max_work = (max_seconds - plan.seconds) * bnb_work_per_second;
   // Where the search holds many memories an interval, its bounds are too loose for it to finish
@@ -595,6 +602,16 @@ inline bnb_result branch_and_bound_within(const model& md, const interval_bounds
   bnb::search s(md, b, branches);
   s.restart(lb, max_work, max_cells);
   return branch_and_bound(md, s, m);
+}
+
+// The same on `search_plan`'s bounds (incomplete, having spent nothing, where there are none).
+inline bnb_result branch_and_bound_within(const model& md, const interval_bounds& b, size_type m,
+                                          dp_branches branches, unsigned threads,
+                                          double max_seconds, double max_bytes) {
+  std::optional<lower_bound_plan> plan = search_plan(md, m, branches, threads);
+  if (!plan) return {};
+  return branch_and_bound_within(md, b, std::move(*plan), m, branches, threads, max_seconds,
+                                 max_bytes);
 }
 
 }  // namespace remat::detail

@@ -227,6 +227,8 @@ TEST_CASE("the search is not tried where rounding to its unit loses more than a 
     const double loss = remat::detail::rounding_loss(md, unit) / static_cast<double>(m);
     CAPTURE(loss);
     const bnb_result r = remat::detail::branch_and_bound_within(md, b, m, branches, 1, 1e6, 1e12);
+    // The solve asks `search_plan` before it weighs the search against the frontier DP.
+    CHECK(remat::detail::search_plan(md, m, branches, 1).has_value() == aligned);
     if (aligned) {
       CHECK(loss < remat::detail::bnb_max_loss);
       CHECK(r.complete);
