@@ -13,8 +13,10 @@
 // and `remat::estimate_solve`'s estimate made before it, to compare with the time measured),
 // the whole exact `solve` (`exact/solve/`) and the whole 500-slot `solve` (`exact/slots500/`,
 // with its table's bytes). Where the exact DP would not fit this machine (500 and 1000 stages)
-// only its estimate is given (`exact/estimate/`). `exact/at/<chain>/<percent>/search|frontier`:
-// the solve at one budget with default limits, with the branch-and-bound search or without.
+// only its estimate is given (`exact/estimate/`). `exact/at/<chain>/<percent>/search|frontier|
+// forced`: the solve at one budget with default limits, as `solve` runs it (searching where the
+// frontier DP would cost more than twice the search's lower bounds), without the search, or
+// searching first whatever the costs (`forced`, on the chains where the weighing decides).
 //
 // Times are process CPU time (`MeasureProcessCPUTime`, threads included): the machine may be
 // shared. The `exact/` solves run once untimed first: on the development machine (a VM) memory
@@ -239,16 +241,21 @@ void exact_solve(benchmark::State& state, const std::string& name, remat::size_t
   }
 }
 
-// `remat::solve` at one budget as a user calls it (exact, default limits, one thread), with the
-// search at one budget (branch and bound, where the frontier DP would take long) or without it
-// (`search` false: the frontier DP alone, as before 2026-12-03). `share`: of store-all's peak,
-// in percent. Counter `epsilon`: the thinning the solve took (0: exact).
-void exact_at(benchmark::State& state, const std::string& name, std::int64_t share, bool search) {
+// How `exact_at` chooses between the search and the frontier DP.
+enum class at_mode { search, frontier, forced };
+
+// `remat::solve` at one budget as a user calls it (exact, default limits, one thread: `search`,
+// branch and bound where the frontier DP would take long), without the search (`frontier`: the
+// frontier DP alone, as before 2026-12-03), or with the search first whatever the costs
+// (`forced`: the frontier DP only where the search does not finish). `share`: of store-all's
+// peak, in percent. Counter `epsilon`: the thinning the solve took (0: exact).
+void exact_at(benchmark::State& state, const std::string& name, std::int64_t share, at_mode mode) {
   const remat::chain c = exact_chain(name);
   const size_type budget = store_all_peak(c) / 100 * share;
   const remat::solve_options options{.threads = 1};
-  const double switch_work =
-      search ? remat::detail::search_switch_work : remat::detail::infinite_time;
+  const double switch_work = mode == at_mode::search   ? remat::detail::search_switch_work
+                             : mode == at_mode::forced ? 0
+                                                       : remat::detail::infinite_time;
   auto run = [&] {
     return remat::detail::solve_exact(c, budget, options, remat::solver::optimal,
                                       remat::detail::dp_branches::tape_and_checkpoint, switch_work);
@@ -290,6 +297,16 @@ void register_exact() {
         ->MeasureProcessCPUTime()
         ->Unit(benchmark::kMillisecond);
   }
+  const auto at = [](const std::string& name, std::int64_t share, at_mode mode) {
+    const char* suffix = mode == at_mode::search     ? "/search"
+                         : mode == at_mode::frontier ? "/frontier"
+                                                     : "/forced";
+    benchmark::RegisterBenchmark(
+        ("exact/at/" + name + "/" + std::to_string(share) + suffix).c_str(), exact_at, name, share,
+        mode)
+        ->MeasureProcessCPUTime()
+        ->Unit(benchmark::kMillisecond);
+  };
   for (const auto& [name, share] :
        std::vector<std::pair<std::string, std::int64_t>>{{"gpt2-xl", 20},
                                                          {"gpt2-xl", 30},
@@ -302,13 +319,13 @@ void register_exact() {
                                                          {"densenet121", 50},
                                                          {"resnet1001", 30},
                                                          {"synthetic-200", 30}})
-    for (const bool search : {true, false})
-      benchmark::RegisterBenchmark(
-          ("exact/at/" + name + "/" + std::to_string(share) + (search ? "/search" : "/frontier"))
-              .c_str(),
-          exact_at, name, share, search)
-          ->MeasureProcessCPUTime()
-          ->Unit(benchmark::kMillisecond);
+    for (const at_mode mode : {at_mode::search, at_mode::frontier}) at(name, share, mode);
+  // Where weighing the search's bounds against the frontier DP decides (2026-12-03): resnet101
+  // searches (its bounds are cheap), gpt2-large does not (they cost as much as the frontier DP).
+  for (const std::string name : {"resnet101", "gpt2-large"})
+    for (const std::int64_t share : {30, 50, 70})
+      for (const at_mode mode : {at_mode::search, at_mode::frontier, at_mode::forced})
+        at(name, share, mode);
   for (const char* name : {"synthetic-500", "synthetic-1000"})
     benchmark::RegisterBenchmark((std::string("exact/estimate/") + name).c_str(), exact_estimate,
                                  std::string(name))
