@@ -340,8 +340,7 @@ inline std::optional<solve_result> solve_by_search(const chain& c, const model& 
 // lower bounds' DP; above, branch and bound first (`solve_by_search`: the same value, the dense
 // DP's schedule among equally fast ones), then the capped frontier DP within the limits where the
 // search does not finish (`switch_work` infinite: never searched; 0: searched first, for the
-// tests). Elsewhere (sums that round, sizes near 2^63)
-// the whole frontier, as `prepare_exact`.
+// tests). Elsewhere (sums that round, sizes near 2^63) the whole frontier, as `prepare_exact`.
 constexpr solve_result solve_exact(const chain& c, size_type budget, const solve_options& options,
                                    solver which, dp_branches branches,
                                    double switch_work = search_switch_work) {
