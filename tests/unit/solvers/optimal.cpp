@@ -8,7 +8,6 @@
 #include <remat/solvers/min_memory.hpp>
 #include <remat/solvers/sequential.hpp>
 #include <remat/solvers/store_all.hpp>
-#include <remat/zoo.hpp>
 
 #include <doctest/doctest.h>
 
@@ -23,7 +22,6 @@
 #include <limits>
 #include <random>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace unit_solvers_optimal_test {
@@ -750,39 +748,6 @@ TEST_CASE("property: one budget by branch and bound: the whole curve's value, th
     CHECK(one.plan.ops == remat::detail::optimal_ops(md, ref, 0, md.L, m));
   });
   CHECK(searched > 1000);
-}
-
-// The zoo's networks, where the solve at one budget weighs the search against the frontier DP on
-// real sizes (resnet101, resnet152 and densenet121 search, GPT-2 does not): the whole curve's
-// value and least budget at 20% to 70% of store-all, and a schedule that replays within the
-// budget at that makespan. Not resnet1001: its whole curve takes about 30 s.
-TEST_CASE("zoo: the solve at one budget, searched or not, has the whole curve's value") {
-  for (const std::string_view name : remat::zoo::model_names) {
-    if (name == "resnet1001") continue;
-    const chain c = remat::zoo::build(name).chain;
-    const size_type all = remat::solve_store_all(c, remat::max_size).min_feasible_budget;
-    remat::detail::exact_solver whole = remat::detail::prepare_exact(
-        c, exact, remat::solver::optimal, remat::detail::dp_branches::tape_and_checkpoint);
-    REQUIRE(whole.f.epsilon == 0);
-    for (const size_type percent : {20, 30, 40, 50, 60, 70}) {
-      const size_type budget = all / 100 * percent;
-      CAPTURE(name);
-      CAPTURE(percent);
-      const solve_result one = remat::solve_optimal(c, budget, exact);
-      const solve_result w =
-          remat::detail::exact_result_at(c, whole, budget, exact, remat::solver::optimal,
-                                         remat::detail::dp_branches::tape_and_checkpoint);
-      CHECK(one.epsilon == 0);
-      CHECK(one.feasible == w.feasible);
-      CHECK(one.min_feasible_budget == w.min_feasible_budget);
-      if (!one.feasible) continue;
-      CHECK(one.plan.makespan == w.plan.makespan);
-      const replay_result sim = remat::simulate(c, one.plan.ops);
-      CHECK(sim.valid());
-      CHECK(sim.peak_memory <= budget);
-      CHECK(close(sim.makespan, one.plan.makespan));
-    }
-  }
 }
 
 TEST_CASE("one budget: store-all fits, or nothing does; the least budget either way") {
