@@ -310,15 +310,10 @@ inline std::optional<solve_result> solve_by_search(const chain& c, const model& 
     projected = s.f.table.projected_work / limits.rate;
   }
   std::optional<lower_bound_plan> plan = search_plan(md, m, branches, limits.threads);
-  if (!plan || (switch_work > 0 && projected < search_switch_ratio * plan->seconds)) {
-    // No search: the frontier DP capped at the budget, within the limits (their estimate, and
-    // thinning where it passes them, are the caller's).
-    if (switch_work > 0) {
-      capped_frontier_within(md, m, limits, options, branches, infinite_time, s);
-      if (s.f.table.complete) return exact_result_at(c, s, budget, options, which, branches);
-    }
+  // No search: the caller's frontier DP, capped at the budget within the limits (thinned where
+  // it passes them).
+  if (!plan || (switch_work > 0 && projected < search_switch_ratio * plan->seconds))
     return std::nullopt;
-  }
   const double seconds = std::min(std::max(projected / 2, 0.01), options.max_estimated_seconds / 4);
   const bnb_result r = branch_and_bound_within(md, make_interval_bounds(md, need, branches),
                                                std::move(*plan), m, branches, limits.threads,
