@@ -1,5 +1,7 @@
 // remat::solve: dispatch by options; an infeasible budget is a result, bad requests are errors.
+#include <remat/simulate.hpp>
 #include <remat/solve.hpp>
+#include <remat/zoo.hpp>
 
 #include <doctest/doctest.h>
 
@@ -159,6 +161,47 @@ TEST_CASE("property: every solver keeps solve's contract") {
       CHECK_THROWS_AS((void)remat::solve(c, -1, {.solver = s}), remat::solver_error);
     }
   }
+}
+
+// `solve_options::threads` changes how fast the DP solvers are, never what they find. On networks
+// of the zoo at 30% and 50% of store-all, where the exact solve at one budget searches (resnet101
+// at 50%, densenet121) or caps the frontier DP (gpt2-medium), and with 500 slots: one thread and
+// four give the same least budget and makespan, and schedules that replay within the budget; with
+// slots, the same schedule. (This file mentions threads, so ThreadSanitizer runs it.)
+TEST_CASE("threads: one thread or four, the same optimum, on networks of the zoo") {
+  int cases = 0;
+  for (const char* name : {"resnet101", "densenet121", "gpt2-medium"}) {
+    const chain c = remat::zoo::build(name).chain;
+    const size_type top =
+        remat::solve(c, remat::max_size, {.solver = solver::store_all}).min_feasible_budget;
+    for (const double share : {0.3, 0.5}) {
+      const auto budget = static_cast<size_type>(share * static_cast<double>(top));
+      for (const solver which : {solver::optimal, solver::checkpoint_only, solver::min_memory}) {
+        for (const size_type slots : {remat::exact_units, size_type{500}}) {
+          CAPTURE(name);
+          CAPTURE(share);
+          CAPTURE(remat::name(which));
+          CAPTURE(slots);
+          const solve_options one{.solver = which, .slots = slots, .threads = 1};
+          solve_options four = one;
+          four.threads = 4;
+          const solve_result a = remat::solve(c, budget, one);
+          const solve_result b = remat::solve(c, budget, four);
+          CHECK(a.feasible == b.feasible);
+          CHECK(a.min_feasible_budget == b.min_feasible_budget);
+          CHECK(a.unit == b.unit);
+          if (slots != remat::exact_units) CHECK(a.plan == b.plan);
+          if (!a.feasible || !b.feasible) continue;
+          ++cases;
+          CHECK(a.plan.makespan == b.plan.makespan);
+          const remat::replay_result run = remat::simulate(c, b.plan);
+          REQUIRE(run.valid());
+          CHECK(run.peak_memory <= budget);
+        }
+      }
+    }
+  }
+  CHECK(cases > 20);
 }
 
 }  // namespace unit_solve_test
