@@ -20,7 +20,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <thread>
 
 namespace remat {
 
@@ -55,13 +54,12 @@ inline solve_estimate probe_frontier(const model& md, dp_branches branches,
   out.runs_frontier = true;
   interval_bounds bounds;
   if (!md.exact_sums) bounds = make_interval_bounds(md, {}, branches);
-  const unsigned threads =
-      std::min(dp_threads(options.threads), std::max(1U, std::thread::hardware_concurrency()));
-  const double rate = frontier_work_per_second * threads;
-  const frontier_fixed_cost fixed = frontier_classes_cost(md.L);
+  const frontier_limits limits = frontier_limits_of(md, options);  // the solve's, as it runs
+  const double rate = limits.rate;
+  const frontier_fixed_cost fixed = limits.fixed;
   const frontier_table t = frontier_dp(md, bounds,
                                        {.branches = branches,
-                                        .threads = threads,
+                                        .threads = limits.threads,
                                         .max_work = probe_seconds * rate,
                                         .stop_on_projection = false,
                                         .cap = cap});
@@ -72,7 +70,7 @@ inline solve_estimate probe_frontier(const model& md, dp_branches branches,
   out.bytes = fixed.bytes + points * frontier_point_bytes;
   // The solve stops (and thins) as soon as a projection made as it goes passes the limits, which
   // from the first diagonals can be above the whole (or the projection here): the most of them.
-  const double limit = static_cast<double>(options.max_table_bytes.value_or(default_table_limit()));
+  const auto limit = static_cast<double>(limits.byte_limit);
   const double peak_seconds = fixed.seconds + std::max(work, t.peak_projected_work) / rate;
   const double peak_bytes =
       fixed.bytes + std::max(points, t.peak_projected_points) * frontier_point_bytes;
@@ -118,10 +116,11 @@ struct estimate_solve_at_fn {
   /// its least-memory DP (O(L^3), estimated, and run here only where the budget lies between
   /// nothing and store-all's peak, to tell whether it is feasible), then, where the budget is
   /// feasible and below the fastest schedule's peak, the frontier DP capped at the budget, probed
-  /// for at most `probe_seconds` and projected. Where that projects more than 30 ms, the solve
-  /// runs branch and bound first, given half of that time (at most a quarter of the time limit):
-  /// the estimate is the frontier DP's, which the solve passes by that much where the search does
-  /// not finish, and is usually well below where it does. `seconds` adds the two, `bytes` is the
+  /// for at most `probe_seconds` and projected. Where that projects more than 1 ms and more than
+  /// twice the search's lower bounds' DP, the solve runs branch and bound first, given half of that
+  /// time (at least 10 ms, at most a quarter of the time limit): the estimate is the frontier
+  /// DP's, which the solve passes by that much where the search does not finish, and is usually
+  /// well below where it does (`detail::solve_by_search`). `seconds` adds the two, `bytes` is the
   /// larger; `exact_within_limits` checks each against the limits as the solve does (the
   /// least-memory DP's seconds only). Chains whose sums round (or pass 2^52) get the whole curve,
   /// as there. `min-memory` and the solvers that never refuse: as `estimate_solve`.
