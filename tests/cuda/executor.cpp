@@ -9,6 +9,7 @@
 #include <remat/cuda/executor.hpp>
 #include <remat/plan.hpp>
 
+#include "count_allocations.hpp"
 #include "device_mlp.hpp"
 
 #include <cuda_runtime_api.h>
@@ -39,63 +40,8 @@ void expect(bool ok, const char* what, int line) {
 }
 #define EXPECT(cond) expect(static_cast<bool>(cond), #cond, __LINE__)
 
-// Host allocations are counted while `counting` is set.
-bool counting = false;
-long allocations = 0;
-
-void* counted(std::size_t n, std::size_t alignment) {
-  if (counting) ++allocations;
-  n = n == 0 ? 1 : n;
-  void* p = alignment <= alignof(std::max_align_t)
-                ? std::malloc(n)
-                : std::aligned_alloc(alignment, (n + alignment - 1) / alignment * alignment);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-
-}  // namespace
-
-// Array forms too: a sanitizer's runtime does not forward them to the scalar ones.
-void* operator new(std::size_t n) {
-  return counted(n, 0);
-}
-void* operator new[](std::size_t n) {
-  return counted(n, 0);
-}
-void* operator new(std::size_t n, std::align_val_t a) {
-  return counted(n, static_cast<std::size_t>(a));
-}
-void* operator new[](std::size_t n, std::align_val_t a) {
-  return counted(n, static_cast<std::size_t>(a));
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
-
-namespace {
-
 using remat::size_type;
+using remat::testing::allocations_during;
 
 constexpr int batch = 32;
 
@@ -262,11 +208,9 @@ void memory_is_the_arena(cudaStream_t stream) {
     ex.run(net);  // loads the kernels' module, which may take device memory once
     REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
     REMAT_CUDA_CHECK(cudaMemGetInfo(&free_warm, &total));
-    counting = true;
-    allocations = 0;
-    for (int i = 0; i < 3; ++i) ex.run(net);
-    counting = false;
-    EXPECT(allocations == 0);
+    EXPECT(allocations_during([&] {
+             for (int i = 0; i < 3; ++i) ex.run(net);
+           }) == 0);
     REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
     REMAT_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
     EXPECT(free_after == free_warm);  // running takes no device memory
@@ -275,11 +219,9 @@ void memory_is_the_arena(cudaStream_t stream) {
     ex.replay();
     REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
     REMAT_CUDA_CHECK(cudaMemGetInfo(&free_warm, &total));
-    counting = true;
-    allocations = 0;
-    for (int i = 0; i < 3; ++i) ex.replay();
-    counting = false;
-    EXPECT(allocations == 0);
+    EXPECT(allocations_during([&] {
+             for (int i = 0; i < 3; ++i) ex.replay();
+           }) == 0);
     REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
     REMAT_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
     EXPECT(free_after == free_warm);

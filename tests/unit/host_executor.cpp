@@ -3,6 +3,7 @@
 #include <remat/plan.hpp>
 
 #include <doctest/doctest.h>
+#include <count_allocations.hpp>
 #include <random_chain.hpp>
 #include <random_schedule.hpp>
 
@@ -19,64 +20,10 @@
 #include <string>
 #include <vector>
 
-// Every allocation of this program is counted while `counting` is set, to prove that a run
-// allocates nothing.
-namespace {
-bool counting = false;
-long allocations = 0;
-
-void* counted(std::size_t n, std::size_t alignment) {
-  if (counting) ++allocations;
-  n = n == 0 ? 1 : n;
-  void* p = alignment <= alignof(std::max_align_t)
-                ? std::malloc(n)
-                : std::aligned_alloc(alignment, (n + alignment - 1) / alignment * alignment);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-// Array forms too: a sanitizer's runtime does not forward them to the scalar ones.
-void* operator new(std::size_t n) {
-  return counted(n, 0);
-}
-void* operator new[](std::size_t n) {
-  return counted(n, 0);
-}
-void* operator new(std::size_t n, std::align_val_t a) {
-  return counted(n, static_cast<std::size_t>(a));
-}
-void* operator new[](std::size_t n, std::align_val_t a) {
-  return counted(n, static_cast<std::size_t>(a));
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
-
 namespace {
 
 using remat::size_type;
+using remat::testing::allocations_during;
 
 template <class Byte>
 auto floats(std::span<Byte> bytes) {
@@ -452,20 +399,15 @@ TEST_CASE("a run allocates nothing") {
   REQUIRE(p.feasible);
   for (const bool poison : {false, true}) {
     remat::host_executor ex(p.memory, {.poison = poison});
-    counting = true;
-    allocations = 0;
-    ex.run(net);
-    ex.run(net);
-    counting = false;
-    CHECK(allocations == 0);
+    CHECK(allocations_during([&] {
+            ex.run(net);
+            ex.run(net);
+          }) == 0);
   }
   // The debug mode does allocate: one block per buffer created.
   remat::host_executor debug(p.memory, {.separate_allocations = true});
-  counting = true;
-  allocations = 0;
-  debug.run(net);
-  counting = false;
-  CHECK(allocations == static_cast<long>(p.memory.buffers.size() - 1));
+  CHECK(allocations_during([&] { debug.run(net); }) ==
+        static_cast<long>(p.memory.buffers.size() - 1));
 }
 
 TEST_CASE("poisoning shows a use after free") {
