@@ -397,8 +397,7 @@ TEST_CASE("zoo chains solve: store-all is the sum of the times, recomputation fi
 // The zoo's networks, where the solve at one budget weighs the search against the frontier DP on
 // real sizes (resnet101, resnet152 and densenet121 search, GPT-2 does not): the whole curve's
 // value and least budget at 20% to 70% of store-all, and a schedule that replays within the
-// budget at that makespan. Not resnet1001: its whole curve takes about 30 s. (Here rather than
-// with the optimal solver's tests, whose whole file also runs under TSan.)
+// budget at that makespan. Not resnet1001: its whole curve takes about 30 s.
 TEST_CASE("zoo: the solve at one budget, searched or not, has the whole curve's value") {
   constexpr remat::solve_options exact{.slots = remat::exact_units};
   constexpr auto branches = remat::detail::dp_branches::tape_and_checkpoint;
