@@ -278,7 +278,10 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
   }
   if (slots)
     req.slots =
-        *slots == "exact" ? exact_units : detail::parse_count("--slots", *slots, " or 'exact'");
+        *slots == "exact" ? exact_units
+        : *slots == "auto"
+            ? auto_slots
+            : detail::parse_count("--slots", *slots, " or 'exact' or 'auto'");
   if (points) req.points = detail::parse_count("--points", *points);
   if (coarsen)
     req.coarsen =
@@ -338,6 +341,15 @@ inline solve_report compute_report(const io::chain_file& file, const solve_reque
 /// The `--json` form: one object, keys in chain-format.md's order, on one line. `makespan` and
 /// `peak_memory` are null when no schedule fits; `min_feasible_budget` is null when no budget
 /// would do (too few slots).
+namespace detail {
+// The default solve of a DP solver that fell back on 500 slots: it reports its bounds.
+inline bool bounded(const solve_report& rep) {
+  const bool dp = rep.solver == remat::solver::optimal ||
+                  rep.solver == remat::solver::checkpoint_only;
+  return dp && rep.slots == auto_slots && rep.result.feasible && !rep.result.exact;
+}
+}  // namespace detail
+
 inline std::string format_json(const solve_report& rep) {
   nlohmann::ordered_json j;
   const solve_result& r = rep.result;
@@ -359,9 +371,9 @@ inline std::string format_json(const solve_report& rep) {
     ops.push_back(std::move(jo));
   }
   j["ops"] = std::move(ops);
-  // Only where the frontiers were thinned, after the contract's keys: the bounds of the loss.
-  if (r.epsilon > 0) {
-    j["epsilon"] = r.epsilon;
+  // Only where the default solve fell back on slots, after the contract's keys: its bounds.
+  if (detail::bounded(rep)) {
+    j["exact"] = false;
     j["memory_loss"] = r.memory_loss;
     j["makespan_loss"] = r.makespan_loss;
   }
@@ -473,14 +485,14 @@ inline std::string format_report(const solve_report& rep) {
 
   std::string solver_text(name(rep.solver));
   if (r.unit > 1)
-    solver_text += ", --slots " + std::to_string(rep.slots) +
-                   ": sizes rounded up to multiples of " + format_memory(r.unit, mu);
+    solver_text += ", " + std::to_string(rep.slots == auto_slots ? rotor_slots : rep.slots) +
+                   " slots: sizes rounded up to multiples of " + format_memory(r.unit, mu);
   else
     solver_text += ", exact sizes";
-  if (r.epsilon > 0) {
+  if (detail::bounded(rep)) {
     char bound[160];
     std::snprintf(bound, sizeof bound,
-                  " (frontiers thinned: within %.2g%% of memory and %.2g%% of makespan of exact)",
+                  " (within %.2g%% of memory and %.2g%% of makespan of the exact optimum)",
                   100 * r.memory_loss, 100 * r.makespan_loss);
     solver_text += bound;
   }
@@ -662,7 +674,14 @@ inline std::string chain_line(const io::chain_file& f) {
 }
 
 inline std::string slots_text(size_type slots) {
+  if (slots == auto_slots) return "--slots auto";
   return slots == exact_units ? std::string("--slots exact") : "--slots " + std::to_string(slots);
+}
+
+// The slots of a least budget: the default's is the exact one (its least-memory DP runs on the
+// chain's own sizes).
+inline std::string least_slots_text(size_type slots) {
+  return slots_text(slots == auto_slots ? exact_units : slots);
 }
 
 }  // namespace detail
@@ -676,8 +695,10 @@ inline std::string format_info_json(const info_report& rep) {
   j["input_size"] = f.chain.input_size;
   j["store_all_makespan"] = rep.store_all.makespan;
   j["store_all_memory"] = rep.store_all.peak_memory;
-  j["slots"] = rep.slots == exact_units ? nlohmann::ordered_json("exact")
-                                        : nlohmann::ordered_json(rep.slots);
+  // The slots of `min_feasible_budget` (the default's least budget is the exact one).
+  j["slots"] = rep.slots == exact_units || rep.slots == auto_slots
+                   ? nlohmann::ordered_json("exact")
+                   : nlohmann::ordered_json(rep.slots);
   j["min_feasible_budget"] = detail::budget_or_null(rep.min_budget);
   j["min_feasible_budget_exact"] = detail::budget_or_null(rep.min_budget_exact);
   j["largest_stage_memory"] = rep.largest_requirement;
@@ -709,11 +730,11 @@ inline std::string format_info(const info_report& rep) {
   line("store-all", "makespan " + detail::format_time(rep.store_all.makespan, f.time_unit) +
                         ", peak " + format_memory(rep.store_all.peak_memory, mu));
   if (rep.min_budget == solve_result::no_budget)
-    line("min budget", "none for optimal with " + detail::slots_text(rep.slots) +
+    line("min budget", "none for optimal with " + detail::least_slots_text(rep.slots) +
                            "; try more slots or --slots exact");
   else
     line("min budget", format_memory(rep.min_budget, mu) + share(rep.min_budget) +
-                           ", for optimal with " + detail::slots_text(rep.slots));
+                           ", for optimal with " + detail::least_slots_text(rep.slots));
   if (rep.min_budget_exact != solve_result::no_budget)
     line("", format_memory(rep.min_budget_exact, mu) + share(rep.min_budget_exact) +
                  ", on exact sizes (min-memory)");
@@ -764,7 +785,7 @@ inline std::string format_sweep(const io::chain_file& f, const sweep_result& s, 
   line("budgets", std::to_string(s.budgets.size()) + ", evenly spaced from " +
                       format_memory(s.budgets.front(), mu) + ", " + fraction(s.budgets.front()) +
                       " of store-all,");
-  line("", "the least for optimal with " + detail::slots_text(slots) + ", to " +
+  line("", "the least for optimal with " + detail::least_slots_text(slots) + ", to " +
                format_memory(s.budgets.back(), mu));
   std::string curves;
   for (const sweep_series& series : s.series) {
@@ -824,7 +845,7 @@ inline std::string format_sweep(const io::chain_file& f, const sweep_result& s, 
       out += '\n';
   }
 
-  out += "\nleast budget of each solver (" + detail::slots_text(slots) + " for the DP solvers):\n";
+  out += "\nleast budget of each solver (" + detail::least_slots_text(slots) + " for the DP solvers):\n";
   std::size_t name_width = 0;
   for (const sweep_series& series : s.series)
     name_width = std::max(name_width, name(series.solver).size());
@@ -951,7 +972,7 @@ inline std::string format_frontier(const io::chain_file& file, const solve_reque
   if (req.json) {
     nlohmann::ordered_json j;
     j["solver"] = std::string(name(which));
-    j["epsilon"] = curve.epsilon;
+    j["epsilon"] = 0.0;  // the curve is exact (the contract's key)
     nlohmann::ordered_json points = nlohmann::ordered_json::array();
     for (const trade_off_point& p : curve.points)
       points.push_back({{"budget", p.budget}, {"makespan", p.makespan}});
@@ -961,11 +982,6 @@ inline std::string format_frontier(const io::chain_file& file, const solve_reque
   std::string text = "chain      " + file.name + " (" + std::to_string(file.chain.length()) +
                      " stages)\nsolver     " + std::string(name(which)) + ", " +
                      std::to_string(curve.points.size()) + " points";
-  if (curve.epsilon > 0) {
-    char eps[64];
-    std::snprintf(eps, sizeof eps, ", frontiers thinned within %.2g%% of memory", 100 * curve.epsilon);
-    text += eps;
-  }
   text += "\n\n        budget        makespan\n";
   for (const trade_off_point& p : curve.points) {
     char line[96];

@@ -1,162 +1,193 @@
 // What a DP solve will cost, before running it: for tools and for automatic coarsening, which
-// decide from it whether a chain is solved exactly, thinned or coarsened.
+// decide from it whether a chain is solved as given or coarsened.
 //
 //   const remat::solve_estimate e = remat::estimate_solve_at(chain, budget);
-//   if (!e.exact_within_limits) ...;  // solve(chain, budget) would thin its frontiers, or refuse
+//   if (!e.within_limits) ...;  // solve(chain, budget) would refuse: coarsen, or use slots
 //
-// `estimate_solve(chain)` estimates the whole trade-off curve (every budget: sweeps, the curve),
-// `estimate_solve_at(chain, budget)` the one solve at that budget, which does less.
+// `estimate_solve_at(chain, budget)` costs the plan the solve at that budget makes
+// (detail/dp/dispatch.hpp: the same least-memory DP and choice of engines, with probes and
+// estimates in place of the engines' runs); `estimate_solve(chain)` the whole trade-off curve
+// (every budget at once: sweeps, the curve).
 #pragma once
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
 #include <remat/detail/dp/cost.hpp>
-#include <remat/detail/dp/frontier_dp.hpp>
+#include <remat/detail/dp/dispatch.hpp>
+#include <remat/detail/dp/engines/frontier.hpp>
 #include <remat/detail/dp/model.hpp>
-#include <remat/detail/dp/optimal_fast.hpp>
-#include <remat/detail/dp/persistent_dp.hpp>
+#include <remat/detail/dp/platform.hpp>
 #include <remat/solver_options.hpp>
-#include <remat/solvers/optimal.hpp>
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
+#include <vector>
 
 namespace remat {
 
 struct solve_estimate {
-  /// The exact solve's time (seconds, with `options.threads` threads) and the most memory of its
-  /// tables (bytes): of every budget at once (`estimate_solve`), or of the solve at one budget
-  /// (`estimate_solve_at`: its least-memory DP, then its frontier DP capped at the budget, if any).
+  /// The solve's time (seconds, with `options.threads` threads; an upper bound at the estimates'
+  /// rates, so on a loaded machine low in proportion to the load) and the most memory of its
+  /// tables (bytes).
   double seconds = 0;
   double bytes = 0;
-  /// Measured rather than projected: the probe finished the whole frontier DP.
+  /// Measured rather than projected: the probe finished the frontier DP.
   bool measured = false;
-  /// Whether the solve runs the frontier DP at all (not at budgets below the least or from
-  /// store-all's peak up, nor when it refuses its least-memory DP).
-  bool runs_frontier = false;
-  /// Within `options.max_estimated_seconds` and `max_table_bytes` as the solve checks them: `solve`
-  /// with these options (at that budget) will be exact (no thinning, no refusal). False: the
-  /// frontier DP would pass them; a solve at one budget then still tries branch and bound
-  /// (detail/dp/branch_and_bound.hpp) before it thins, and can be exact all the same.
-  bool exact_within_limits = true;
+  /// Whether a DP over memory runs at all (not below the least budget, nor from the fastest
+  /// schedule's peak up, nor for the solvers without one).
+  bool runs_dp = false;
+  /// The result will be the exact optimum (predicted from the probe and the estimates: a search
+  /// the estimate does not count on can still make it exact).
+  bool exact = true;
+  /// The solve runs within `options.max_estimated_seconds` and `max_table_bytes`: it will not
+  /// refuse the chain.
+  bool within_limits = true;
 };
 
 namespace detail {
 
-// The frontier DP (`cap`: `frontier_options::cap`, as the solve passes it) run for at most
-// `probe_seconds` and the rest projected (`frontier::plan::within`), the classes' fixed cost
-// included; `exact_within_limits` against the limits as `frontier_within_limits` checks them, on
-// the most projected as the DP went (the same as the solve's where the probe finished).
-inline solve_estimate probe_frontier(const model& md, dp_branches branches,
-                                     const solve_options& options, double probe_seconds,
-                                     size_type cap = unreachable) {
+inline bool fits_limits(double seconds, double bytes, const solve_options& options) {
+  const auto limit = static_cast<double>(options.max_table_bytes.value_or(default_table_limit()));
+  return !(seconds > options.max_estimated_seconds) && !(bytes > limit);
+}
+
+// The whole frontier DP, run for at most `probe_seconds` and the rest projected (frontiers grow
+// with the interval; `frontier::plan::within` fits that growth), with the classes' fixed cost.
+inline solve_estimate probe_whole_frontier(const model& md, dp_branches branches,
+                                           const solve_options& options, double probe_seconds) {
   solve_estimate out;
-  out.runs_frontier = true;
+  out.runs_dp = true;
   interval_bounds bounds;
   if (!md.exact_sums) bounds = make_interval_bounds(md, {}, branches);
-  const frontier_limits limits = frontier_limits_of(md, options);  // the solve's, as it runs
-  const double rate = limits.rate;
-  const frontier_fixed_cost fixed = limits.fixed;
+  const frontier_limits limits = frontier_limits_of(md.L, options);
   const frontier_table t = frontier_dp(md, bounds,
                                        {.branches = branches,
                                         .threads = limits.threads,
-                                        .max_work = probe_seconds * rate,
-                                        .stop_on_projection = false,
-                                        .cap = cap});
+                                        .max_work = probe_seconds * limits.rate,
+                                        .stop_on_projection = false});
   out.measured = t.complete;
-  const double work = t.complete ? t.work : t.projected_work;
-  const double points = t.complete ? t.points_done : t.projected_points;
-  out.seconds = fixed.seconds + work / rate;
-  out.bytes = fixed.bytes + points * frontier_point_bytes;
-  // The solve stops (and thins) as soon as a projection made as it goes passes the limits, which
-  // from the first diagonals can be above the whole (or the projection here): the most of them.
-  const auto limit = static_cast<double>(limits.byte_limit);
-  const double peak_seconds = fixed.seconds + std::max(work, t.peak_projected_work) / rate;
-  const double peak_bytes =
-      fixed.bytes + std::max(points, t.peak_projected_points) * frontier_point_bytes;
-  out.exact_within_limits =
-      !(peak_seconds > options.max_estimated_seconds) && !(peak_bytes > limit);
+  const double work = t.complete ? t.work : std::max(t.projected_work, t.peak_projected_work);
+  const double points =
+      t.complete ? t.points_done : std::max(t.projected_points, t.peak_projected_points);
+  out.seconds = limits.fixed.seconds + work / limits.rate;
+  out.bytes = limits.fixed.bytes + points * frontier_point_bytes;
+  out.within_limits = fits_limits(out.seconds, out.bytes, options);
+  out.exact = out.within_limits;
+  return out;
+}
+
+// The cost of a plan of `choose`.
+// The frontier DP's probes are those of the solve (`tuning.frontier_probe_seconds`, in work
+// units: the same each time), so the estimate weighs the engines as the solve will; the whole
+// frontier, where the plan has one, is probed for `whole_probe_seconds`.
+inline solve_estimate estimate_plan(const chain& c, const dp_plan& p, const solve_options& options,
+                                    double whole_probe_seconds = 0.05) {
+  solve_estimate out;
+  if (p.mode == dp_mode::slots) {
+    out.seconds = p.slots_need_seconds + p.dense_seconds;
+    out.bytes = std::max(need_dp_bytes(p.rounded.L), p.dense_bytes);
+    out.runs_dp = p.budget < p.fastest.bytes.peak_memory;
+    out.exact = p.unit.unit == 1 || !out.runs_dp;
+    out.within_limits = fits_limits(out.seconds, out.bytes, options);
+    return out;
+  }
+  if (p.whole) {
+    out = probe_whole_frontier(p.md, p.branches, options, whole_probe_seconds);
+    if (!out.within_limits && p.mode == dp_mode::automatic) {  // Rotor's DP, with its own least
+      dp_plan slots = p;
+      plan_slots(c, slots, options, rotor_slots);
+      out.seconds += slots.slots_need_seconds + slots.dense_seconds;
+      out.bytes = std::max(out.bytes, slots.dense_bytes);
+      out.within_limits = fits_limits(slots.slots_need_seconds + slots.dense_seconds,
+                                      slots.dense_bytes, options);
+      out.exact = false;
+    }
+    return out;
+  }
+  out.seconds = p.need_seconds;
+  out.bytes = need_dp_bytes(p.md.L);
+  if (p.settled) return out;
+  out.runs_dp = true;
+  frontier_table probe;
+  std::optional<lower_bound_plan> bounds;
+  const auto byte_limit =
+      static_cast<double>(options.max_table_bytes.value_or(default_table_limit()));
+  // As `run_exact` goes: the probe, then the first engine that fits what it left.
+  const std::vector<exact_candidate> candidates =
+      exact_candidates(p, options, probe_seconds_of(p), probe, bounds);
+  const double probe_spent = probe.work / frontier_limits_of(p.md.L, options).rate;
+  if (probe.complete) {
+    out.seconds += probe_spent;
+    for (const exact_candidate& e : candidates)
+      if (e.engine == exact_engine::frontier) out.bytes = std::max(out.bytes, e.bytes);
+    out.measured = true;
+    return out;
+  }
+  for (const exact_candidate& e : candidates) {
+    if (e.seconds > p.allowance - probe_spent || e.bytes > byte_limit) continue;
+    out.seconds += probe_spent + e.seconds;
+    out.bytes = std::max(out.bytes, e.bytes);
+    return out;
+  }
+  out.exact = false;
+  if (!p.fallback) {
+    out.within_limits = false;
+    return out;
+  }
+  // The 500-slot DP and its bound's DP, which rounds to fewer memories.
+  const double bound_share = static_cast<double>(tuning.auto_bound_slots) / rotor_slots;
+  out.seconds += (1 + bound_share) * p.dense_seconds;
+  out.bytes = std::max(out.bytes, p.dense_bytes);
   return out;
 }
 
 struct estimate_solve_fn {
   /// The cost of the exact solve (`slots = exact_units`) of `options.solver` on `chain`, every
   /// budget at once: for `optimal` and `checkpoint-only`, the frontier DP run for at most
-  /// `probe_seconds` and the rest projected from the diagonals done (frontiers grow with the
-  /// interval; the projection fits that growth: from 5% of the work done it came within 0.9 to
-  /// 1.3 times the work on the zoo and random chains, up to 2 times high from 1%), at a fixed rate
-  /// per work unit (`detail::frontier_work_per_second`), so on a loaded machine the time is low in
-  /// proportion to the load; for `min-memory`, its O(L^3) least-memory DP; 0 for the solvers that
-  /// never refuse a chain.
+  /// `probe_seconds` and the rest projected from the diagonals done, at a fixed rate per work
+  /// unit; for `min-memory`, its least-memory DP; 0 for the solvers that never refuse a chain.
   template <chain_like C>
   solve_estimate operator()(const C& chain_in, const solve_options& options = {},
                             double probe_seconds = 0.05) const {
     const chain c = to_chain(chain_in);
     solve_estimate out;
     const auto L = static_cast<std::int32_t>(c.length());
-    const double limit =
-        static_cast<double>(options.max_table_bytes.value_or(default_table_limit()));
     if (options.solver == solver::min_memory) {
-      out.seconds = need_dp_pairs(L) / exact_need_pairs_per_second;
+      out.seconds = need_dp_pairs(L) / tuning.exact_need_pairs_per_second;
       out.bytes = need_dp_bytes(L);
-      out.exact_within_limits =
-          !(out.seconds > options.max_estimated_seconds) && !(out.bytes > limit);
+      out.runs_dp = true;
+      out.within_limits = fits_limits(out.seconds, out.bytes, options);
     } else if (options.solver == solver::optimal || options.solver == solver::checkpoint_only) {
-      const dp_branches branches = options.solver == solver::optimal
-                                       ? dp_branches::tape_and_checkpoint
-                                       : dp_branches::checkpoint_only;
-      out = probe_frontier(make_model(c, 1), branches, options, probe_seconds);
+      out = probe_whole_frontier(make_model(c, 1), branches_of(options.solver), options,
+                                 probe_seconds);
     }
     return out;
   }
 };
 
 struct estimate_solve_at_fn {
-  /// The cost of `solve(chain, budget, options)` with exact units, as `solve_exact` decides it:
-  /// its least-memory DP (O(L^3), estimated, and run here only where the budget lies between
-  /// nothing and store-all's peak, to tell whether it is feasible), then, where the budget is
-  /// feasible and below the fastest schedule's peak, the frontier DP capped at the budget, probed
-  /// for at most `probe_seconds` and projected. Where that projects more than 1 ms and more than
-  /// twice the search's lower bounds' DP, the solve runs branch and bound first, given half of that
-  /// time (at least 10 ms, at most a quarter of the time limit): the estimate is the frontier
-  /// DP's, which the solve passes by that much where the search does not finish, and is usually
-  /// well below where it does (`detail::solve_by_search`). `seconds` adds the two, `bytes` is the
-  /// larger; `exact_within_limits` checks each against the limits as the solve does (the
-  /// least-memory DP's seconds only). Chains whose sums round (or pass 2^52) get the whole curve,
-  /// as there. `min-memory` and the solvers that never refuse: as `estimate_solve`.
+  /// The cost of `solve(chain, budget, options)`: the plan it makes (its least-memory DP runs
+  /// here, O(L^3)), with the frontier DP probed as the solve probes it. The solvers without a
+  /// DP: as `estimate_solve`.
   template <chain_like C>
-  solve_estimate operator()(const C& chain_in, size_type budget, const solve_options& options = {},
-                            double probe_seconds = 0.05) const {
+  solve_estimate operator()(const C& chain_in, size_type budget,
+                            const solve_options& options = {}) const {
     if (budget < 0) throw_solver_error("the budget must be >= 0");
     const chain c = to_chain(chain_in);
     if (options.solver != solver::optimal && options.solver != solver::checkpoint_only)
-      return estimate_solve_fn{}(c, options, probe_seconds);
-    const dp_branches branches = options.solver == solver::optimal
-                                     ? dp_branches::tape_and_checkpoint
-                                     : dp_branches::checkpoint_only;
-    const model md = make_model(c, 1);
-    if (!md.exact_sums || !need_in_doubles(md))
-      return probe_frontier(md, branches, options, probe_seconds);
-    solve_estimate out;
-    out.seconds = need_dp_seconds(c, 1);
-    out.bytes = need_dp_bytes(md.L);
-    if (out.seconds > options.max_estimated_seconds) {  // refused before the least-memory DP
-      out.exact_within_limits = false;
+      return estimate_solve_fn{}(c, options);
+    try {
+      return estimate_plan(c, choose(c, budget, options, options.solver), options);
+    } catch (const solver_error&) {
+      // Refused before any engine: the least-memory DP alone passes the limits.
+      solve_estimate out;
+      out.seconds = need_dp_seconds(c, need_dp_runs(c, options.slots));
+      out.bytes = need_dp_bytes(static_cast<std::int32_t>(c.length()));
+      out.exact = false;
+      out.within_limits = false;
       return out;
     }
-    const fastest_schedule fastest = fastest_schedule_of(c, branches);
-    if (budget >= fastest.bytes.peak_memory) return out;
-    const size_type least = persistent_min_budget(md, branches);
-    const size_type min_feasible =
-        fastest.lower(least == unreachable ? solve_result::no_budget : least);
-    if (budget < min_feasible) return out;
-    const solve_estimate f = probe_frontier(md, branches, options, probe_seconds, budget - md.x[0]);
-    out.seconds += f.seconds;
-    out.bytes = std::max(out.bytes, f.bytes);
-    out.measured = f.measured;
-    out.runs_frontier = true;
-    out.exact_within_limits = f.exact_within_limits;
-    return out;
   }
 };
 }  // namespace detail
@@ -165,9 +196,9 @@ struct estimate_solve_at_fn {
 /// at once (the whole trade-off curve). See `solve_estimate`.
 inline constexpr detail::estimate_solve_fn estimate_solve{};
 
-/// `remat::estimate_solve_at(chain, budget, options, probe_seconds = 0.05)`: what
-/// `solve(chain, budget, options)` will run (no more than `estimate_solve`'s frontier DP). A name
-/// of its own, not an overload: `estimate_solve(chain, {})` would take `{}` for a budget of 0.
+/// `remat::estimate_solve_at(chain, budget, options)`: what
+/// `solve(chain, budget, options)` will run. A name of its own, not an overload:
+/// `estimate_solve(chain, {})` would take `{}` for a budget of 0.
 inline constexpr detail::estimate_solve_at_fn estimate_solve_at{};
 
 }  // namespace remat

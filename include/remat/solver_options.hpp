@@ -14,14 +14,14 @@ namespace remat {
 
 /// The solvers `remat::solve` can run.
 enum class solver : std::uint8_t {
-  optimal,          ///< the exact persistent DP of MODEL.md (default)
+  optimal,          ///< the persistent DP of docs/model.md (default)
   store_all,        ///< F_all everything, then backward: no recomputation, most memory
   exhaustive,       ///< least time over all op sequences; tiny chains only
   sequential,       ///< PyTorch's checkpoint_sequential, best segment count that fits
   chen_sqrt,        ///< Chen et al.: checkpoint every floor(sqrt(L))-th stage input
   chen_greedy,      ///< Chen et al.'s budgeted greedy segmentation, best threshold that fits
   revolve,          ///< Griewank-Walther binomial checkpointing, the most slots that fit
-  checkpoint_only,  ///< the DP of MODEL.md without the tape branch (classical AD checkpointing)
+  checkpoint_only,  ///< the DP without the tape branch (classical AD checkpointing)
   min_memory,       ///< the persistent schedule of least peak memory
 };
 
@@ -66,21 +66,29 @@ inline constexpr std::size_t no_coarsening = 0;
 /// `solve_options::coarsen`: merge stages only as far as the solver needs to accept the chain.
 inline constexpr std::size_t auto_coarsening = static_cast<std::size_t>(-1);
 
-/// `slots` value meaning: use the sizes as given, as integer units (no rescaling).
+/// `slots` value meaning: the exact optimum on the sizes as given, as integer units (no
+/// rescaling), within the limits or refused.
 inline constexpr size_type exact_units = 0;
 
-/// Slots used when none are given: none, the DP solvers work on the sizes as given.
-inline constexpr size_type default_slots = exact_units;
+/// `slots` value meaning: exact where that is cheap, and bounded where it is not: the exact
+/// optimum where an exact engine finishes within about the time of the 500-slot solve, and the
+/// 500-slot schedule (never slower than it) with a bound of its distance from the exact optimum
+/// elsewhere (`solve_result::exact`, `memory_loss`, `makespan_loss`).
+inline constexpr size_type auto_slots = -1;
 
-/// The slots of Rotor's discretization, for comparisons (`--slots 500`).
+/// Slots used when none are given.
+inline constexpr size_type default_slots = auto_slots;
+
+/// The slots of Rotor's discretization: the default's fallback, and comparisons (`--slots 500`).
 inline constexpr size_type rotor_slots = 500;
 
 struct solve_options {
   remat::solver solver = solver::optimal;
   /// Memory discretization for the DP solvers with a memory dimension (`optimal`,
-  /// `checkpoint-only`): `exact_units` (the default) solves on the sizes as given, every budget
-  /// at once; N cuts the budget into N units and rounds every size up to whole units (Rotor's
-  /// DP, with a table over the units). The other solvers always use the sizes as given.
+  /// `checkpoint-only`): `auto_slots` (the default) is exact where that is cheap and the 500-slot
+  /// DP with a bound elsewhere; `exact_units` is exact on the sizes as given, or refused past the
+  /// limits; N cuts the budget into N units and rounds every size up to whole units (Rotor's DP,
+  /// with a table over the units). The other solvers always use the sizes as given.
   size_type slots = default_slots;
   /// The DP solvers (`optimal`, `checkpoint-only`) refuse tables larger than this (bytes),
   /// before allocating them; unset: half the physical memory (4 GiB where it cannot be read).
@@ -121,13 +129,15 @@ struct solve_result {
   std::size_t coarse_length = 0;
   /// With coarsening: the stages of the longest block.
   std::size_t largest_block = 0;
-  /// The DP solvers on exact sizes thin their frontiers (keep one point within a relative
-  /// `epsilon` of memory of another) where the exact DP would pass the limits
-  /// (`max_estimated_seconds`, `max_table_bytes`); 0 where the result is exact. The schedule is
-  /// then at least as fast as the exact optimum at budget * (1 - memory_loss), and its makespan at
-  /// most (1 + makespan_loss) times the exact optimum at this budget: bounds measured against a
-  /// second DP thinned the other way, whose values are never above exact.
-  double epsilon = 0;
+  /// The DP solvers (`optimal`, `checkpoint-only`, `min-memory`): the makespan is the exact
+  /// optimum of the solver's DP at this budget on the chain's own sizes (always so for
+  /// `exact_units`; with slots where the unit is 1). False for the other solvers.
+  bool exact = false;
+  /// The default solve where it is not exact: the schedule is at least as fast as the exact
+  /// optimum at budget * (1 - memory_loss), and its makespan at most (1 + makespan_loss) times
+  /// the exact optimum at this budget (bounds from the same DP on sizes rounded down, whose
+  /// values are never above exact). 0 where the result is exact, and not computed (0) with
+  /// explicit slots.
   double memory_loss = 0;
   double makespan_loss = 0;
 

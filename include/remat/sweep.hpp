@@ -13,16 +13,17 @@
 // `remat::solve` returns it; a solver that refuses the request (`exhaustive` on a long chain, a DP
 // table over its limit) throws `solver_error` from here as from `solve`.
 //
-// On exact sizes (`slots` = exact_units, the default) `optimal` and `checkpoint-only` run their
-// frontier DP once for the whole sweep: their results at the budgets are read back from it, and
-// `sweep_series::curve` holds a result at every point of their curve (`remat::trade_off`), so
-// that a chart or a table of the sweep has every budget where their makespan drops, not only
-// the sampled ones.
+// `optimal` and `checkpoint-only` run their frontier DP once for the whole sweep where it is exact
+// within the limits (`slots` = exact_units, or refused) or, by default (`auto_slots`), within
+// about the time of solving each budget on its own: their results at the budgets are read back
+// from it, and `sweep_series::curve` holds a result at every point of their curve
+// (`remat::trade_off`), so that a chart or a table of the sweep has every budget where their
+// makespan drops, not only the sampled ones. Elsewhere each budget is solved on its own.
 #pragma once
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
-#include <remat/detail/dp/frontier_dp.hpp>
+#include <remat/detail/dp/dispatch.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
 #include <remat/solve.hpp>
@@ -52,7 +53,7 @@ struct sweep_options {
   size_type slots = default_slots;
   std::optional<std::size_t> max_table_bytes = std::nullopt;
   unsigned threads = 1;
-  /// As in `solve_options`: above it the exact DPs thin their frontiers (or refuse the chain).
+  /// As in `solve_options`.
   double max_estimated_seconds = solve_options{}.max_estimated_seconds;
   /// Called after each solve with the number of solves done and the total (budgets x solvers).
   std::function<void(std::size_t done, std::size_t total)> progress = nullptr;
@@ -67,9 +68,8 @@ struct sweep_series {
   size_type min_feasible_budget = solve_result::no_budget;
   /// `optimal` and `checkpoint-only` on exact sizes: a result at every point of the solver's
   /// curve (`remat::trade_off`), in increasing budget, strictly decreasing makespan. Each is the
-  /// result `solve` returns at the point's budget, with the point's makespan (on thinned
-  /// frontiers, `epsilon` > 0, at most the point's, and a point whose schedule is no faster than
-  /// the previous one's is left out). Empty for the other solvers and with slots.
+  /// exact result at the point's budget, with the point's makespan. Empty for the other solvers,
+  /// with slots, and where the sweep solved each budget on its own.
   std::vector<solve_result> curve;
 };
 
@@ -119,27 +119,42 @@ struct sweep_fn {
                                         .max_table_bytes = options.max_table_bytes,
                                         .threads = options.threads,
                                         .max_estimated_seconds = options.max_estimated_seconds};
-    // On exact sizes one frontier DP per DP solver serves every budget (and the least budget).
+    // The whole frontier of each DP solver, where the sweep reads its budgets from one: forced
+    // exact (refused past the limits), or by default within about what solving the budgets one
+    // by one may take (`points` solves of the plan at half of store-all's peak).
     const bool exact = options.slots == exact_units;
+    solve_options whole_options = optimal_options;
+    if (options.slots == auto_slots) {
+      const dp_plan mid = choose(c, out.store_all_memory / 2, optimal_options, solver::optimal);
+      const double per_budget = mid.settled ? tuning.auto_min_exact_seconds
+                                            : mid.allowance + mid.dense_seconds;
+      whole_options.max_estimated_seconds =
+          std::min(options.max_estimated_seconds,
+                   static_cast<double>(options.points) * per_budget);
+    }
     const auto has_frontier = [&](remat::solver s) {
-      return exact && (s == solver::optimal || s == solver::checkpoint_only);
+      return (exact || options.slots == auto_slots) &&
+             (s == solver::optimal || s == solver::checkpoint_only || s == solver::min_memory);
     };
-    const auto branches_of = [](remat::solver s) {
-      return s == solver::optimal ? dp_branches::tape_and_checkpoint : dp_branches::checkpoint_only;
-    };
-    std::vector<std::pair<remat::solver, exact_solver>> frontiers;
+    std::vector<std::pair<remat::solver, std::optional<whole_frontier>>> frontiers;
     frontiers.reserve(2);  // references into it stay valid
-    const auto frontier_of = [&](remat::solver s) -> exact_solver& {
+    const auto frontier_of = [&](remat::solver s) -> const std::optional<whole_frontier>& {
+      if (s == solver::min_memory) s = solver::optimal;  // the same DP
       for (auto& [which, f] : frontiers)
         if (which == s) return f;
-      solve_options o = optimal_options;
-      o.solver = s;
-      frontiers.emplace_back(s, prepare_exact(c, o, s, branches_of(s)));
+      std::optional<whole_frontier> f;
+      try {
+        f = make_whole_frontier(c, whole_options, s);
+      } catch (const solver_error&) {
+        if (exact) throw;
+      }
+      frontiers.emplace_back(s, std::move(f));
       return frontiers.back().second;
     };
     // The least budget does not depend on the budget asked for; 0 costs no table.
-    const size_type least = exact ? frontier_of(solver::optimal).min_feasible_budget
-                                  : solve_optimal(c, 0, optimal_options).min_feasible_budget;
+    const size_type least = has_frontier(solver::optimal) && frontier_of(solver::optimal)
+                                ? frontier_of(solver::optimal)->min_feasible_budget
+                                : solve_optimal(c, 0, optimal_options).min_feasible_budget;
     if (least == solve_result::no_budget)
       throw_solver_error("optimal: no budget is feasible with " + std::to_string(options.slots) +
                          " slots; use more slots");
@@ -152,25 +167,29 @@ struct sweep_fn {
       series.solver = s;
       solve_options o = optimal_options;
       o.solver = s;
-      if (has_frontier(s)) {
-        exact_solver& f = frontier_of(s);
+      const whole_frontier* f = has_frontier(s) && frontier_of(s) ? &*frontier_of(s) : nullptr;
+      if (f != nullptr && s == solver::min_memory) {
+        // Min-memory's schedule is the exact optimum at the least budget, read from the same
+        // frontier.
         for (const size_type b : out.budgets) {
-          series.results.push_back(exact_result_at(c, f, b, o, s, branches_of(s)));
+          solve_result r = b < f->min_feasible_budget
+                               ? whole_frontier_at(c, *f, b, s)
+                               : whole_frontier_at(c, *f, f->min_feasible_budget, s);
+          r.budget = b;
+          series.results.push_back(std::move(r));
           if (options.progress) options.progress(++done, total);
         }
-        for (const frontier_step& p : f.f.table.root()) {
-          solve_result r = exact_result_at(c, f, f.f.md.x[0] + p.m, o, s, branches_of(s));
+      } else if (f != nullptr) {
+        for (const size_type b : out.budgets) {
+          series.results.push_back(whole_frontier_at(c, *f, b, s));
+          if (options.progress) options.progress(++done, total);
+        }
+        for (const frontier_step& p : f->table.root()) {
+          solve_result r = whole_frontier_at(c, *f, f->md.x[0] + p.m, s);
           if (!r.feasible) continue;
           if (!series.curve.empty() && !(r.plan.makespan < series.curve.back().plan.makespan))
             continue;
           series.curve.push_back(std::move(r));
-        }
-      } else if (exact && s == solver::min_memory && frontier_of(solver::optimal).f.epsilon == 0) {
-        // Min-memory's schedule is read back from the same frontier (its own solve would run
-        // the same DP, within the same limits, and fall back where that thins).
-        for (const size_type b : out.budgets) {
-          series.results.push_back(min_memory_from(c, frontier_of(solver::optimal), b, o));
-          if (options.progress) options.progress(++done, total);
         }
       } else {
         for (const size_type b : out.budgets) {

@@ -7,9 +7,8 @@
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
-#include <remat/detail/dp/frontier_dp.hpp>
+#include <remat/detail/dp/dispatch.hpp>
 #include <remat/solver_options.hpp>
-#include <remat/solvers/optimal.hpp>
 
 #include <string>
 #include <vector>
@@ -30,28 +29,21 @@ struct trade_off_result {
   /// without the tape branch). `solve` at any budget returns the makespan of the last point at
   /// or below it.
   std::vector<trade_off_point> points;
-  /// 0: exact. Else the frontiers were thinned within this relative memory (a chain whose exact
-  /// DP passes the limits, see `solve_result::epsilon`): each point's makespan is an upper bound
-  /// of the schedule `solve` returns at its budget, and never below the exact optimum.
-  double epsilon = 0;
 };
 
 namespace detail {
 struct trade_off_fn {
-  /// The curve of `options.solver`, `optimal` or `checkpoint-only`, on the chain's own sizes
-  /// (`options.slots` is not looked at).
+  /// The exact curve of `options.solver`, `optimal` or `checkpoint-only`, on the chain's own
+  /// sizes (`options.slots` is not looked at): a `solver_error` where its frontier DP would pass
+  /// the limits (`max_estimated_seconds`, `max_table_bytes`; coarsening shortens the chain).
   template <chain_like C>
   constexpr trade_off_result operator()(const C& chain_in, const solve_options& options = {}) const {
     const chain c = to_chain(chain_in);
     if (options.solver != solver::optimal && options.solver != solver::checkpoint_only)
       throw_solver_error("trade_off: only optimal and checkpoint-only have a curve, not " +
                          std::string(name(options.solver)));
-    const dp_branches branches = options.solver == solver::optimal
-                                     ? dp_branches::tape_and_checkpoint
-                                     : dp_branches::checkpoint_only;
-    const exact_frontier f = solve_frontier(c, options, options.solver, branches);
+    const whole_frontier f = make_whole_frontier(c, options, options.solver);
     trade_off_result out;
-    out.epsilon = f.epsilon;
     for (const frontier_step& p : f.table.root())
       out.points.push_back({f.md.x[0] + p.m, p.t});
     return out;

@@ -5,10 +5,10 @@
 // search, and the stopped search, resumed with other lower bounds, must reach the same result.
 // The solve runs the search only where its frontier DP would take long, which small chains never
 // do: this drives it directly.
-#include <remat/detail/dp/branch_and_bound.hpp>
+#include <remat/detail/dp/engines/search.hpp>
 #include <remat/detail/dp/model.hpp>
-#include <remat/detail/dp/persistent_dp.hpp>
-#include <remat/detail/dp/reference_dp.hpp>
+#include <remat/detail/dp/least_memory.hpp>
+#include <remat/detail/dp/engines/reference.hpp>
 
 #include "dp_chains.hpp"
 #include "fuzz_input.hpp"

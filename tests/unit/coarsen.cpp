@@ -326,7 +326,7 @@ TEST_CASE("automatic coarsening asks the estimate at the budget, not the whole c
       remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length()))).peak_memory;
   const size_type least = remat::solve(c, 0).min_feasible_budget;
   const size_type budget = least + (peak - least) / 10;  // where the cap saves the most
-  const remat::solve_options o{.max_table_bytes = 1000000};
+  const remat::solve_options o{.slots = remat::exact_units, .max_table_bytes = 1000000};
   auto blocks = [&](std::int32_t K) {
     return remat::detail::merge_blocks(c, remat::detail::even_starts(L, K)).chain;
   };
@@ -334,15 +334,15 @@ TEST_CASE("automatic coarsening asks the estimate at the budget, not the whole c
   REQUIRE(K > 1);
   REQUIRE(K + 1 < L);
   // The most blocks whose solve at this budget is exact, as the solve itself says.
-  CHECK(remat::estimate_solve_at(blocks(K), budget, o).exact_within_limits);
-  CHECK_FALSE(remat::estimate_solve_at(blocks(K + 1), budget, o).exact_within_limits);
+  CHECK(remat::estimate_solve_at(blocks(K), budget, o).within_limits);
+  CHECK_FALSE(remat::estimate_solve_at(blocks(K + 1), budget, o).within_limits);
   const remat::solve_result r = remat::solve(blocks(K), budget, o);
-  CHECK(r.epsilon == 0);
+  CHECK(r.exact);
   // The same bisection on the whole curve's estimate would keep fewer blocks.
   std::int32_t lo = 1, hi = L;
   while (hi - lo > 1) {
     const std::int32_t mid = lo + (hi - lo) / 2;
-    (remat::estimate_solve(blocks(mid), o).exact_within_limits ? lo : hi) = mid;
+    (remat::estimate_solve(blocks(mid), o).within_limits ? lo : hi) = mid;
   }
   CHECK(lo < K);
 }

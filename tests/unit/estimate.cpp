@@ -1,5 +1,5 @@
-// The estimate of an exact solve: measured when the probe finishes the DP, projected otherwise,
-// and compared with the limits.
+// The estimate of a DP solve: the plan the solve makes, costed; measured when the probe finishes
+// the frontier DP, projected otherwise, and compared with the limits.
 #include <remat/estimate.hpp>
 #include <remat/solve.hpp>
 #include <remat/zoo.hpp>
@@ -23,9 +23,9 @@ TEST_CASE("estimate_solve: measured on small chains, within the limits, compared
   CHECK(e.measured);
   CHECK(e.seconds > 0);
   CHECK(e.bytes > 0);
-  CHECK(e.exact_within_limits);
-  CHECK_FALSE(remat::estimate_solve(c, {.max_estimated_seconds = 0}).exact_within_limits);
-  CHECK_FALSE(remat::estimate_solve(c, {.max_table_bytes = 16}).exact_within_limits);
+  CHECK(e.within_limits);
+  CHECK_FALSE(remat::estimate_solve(c, {.max_estimated_seconds = 0}).within_limits);
+  CHECK_FALSE(remat::estimate_solve(c, {.max_table_bytes = 16}).within_limits);
   // A probe that stops at once projects the rest.
   const remat::chain long_chain =
       remat::testing::random_chain(rng, {.min_stages = 120, .max_stages = 120, .max_size = 1000});
@@ -38,14 +38,14 @@ TEST_CASE("estimate_solve: measured on small chains, within the limits, compared
   // far below the cost of chains whose frontiers have many points (resnet1001: 0.14 s projected
   // for a 25 s solve).
   const double least =
-      remat::detail::frontier_least_work(120) / remat::detail::frontier_work_per_second;
+      remat::detail::frontier_least_work(120) / remat::detail::tuning.frontier_work_per_second;
   const remat::solve_estimate q = remat::estimate_solve(long_chain, {}, least / 3);
   CHECK_FALSE(q.measured);
   CHECK(q.seconds > 3 * least);
   // Solvers that never refuse cost nothing here.
   const remat::solve_estimate r = remat::estimate_solve(c, {.solver = remat::solver::revolve});
   CHECK(r.seconds == 0);
-  CHECK(r.exact_within_limits);
+  CHECK(r.within_limits);
 }
 
 namespace {
@@ -85,32 +85,24 @@ std::vector<named_chain> some_chains() {
   return out;
 }
 
-// Whether the solve at `budget` was exact: neither thinned nor refused.
-bool solve_is_exact(const remat::chain& c, size_type budget, const remat::solve_options& o) {
-  try {
-    return remat::solve(c, budget, o).epsilon == 0;
-  } catch (const remat::solver_error&) {
-    return false;
-  }
-}
+// Whether the solve at `budget` runs (is not refused), and whether its result is exact.
+struct outcome {
+  bool runs = false;
+  bool exact = false;
+};
 
-// The same without the branch-and-bound search at one budget (the frontier DP alone, which is what
-// the estimate estimates): the search can finish exactly where the frontier DP would thin.
-bool frontier_solve_is_exact(const remat::chain& c, size_type budget,
-                             const remat::solve_options& o) {
+outcome solve_outcome(const remat::chain& c, size_type budget, const remat::solve_options& o) {
   try {
-    return remat::detail::solve_exact(c, budget, o, remat::solver::optimal,
-                                      remat::detail::dp_branches::tape_and_checkpoint,
-                                      remat::detail::infinite_time)
-               .epsilon == 0;
+    const remat::solve_result r = remat::solve(c, budget, o);
+    return {true, !r.feasible || r.exact};
   } catch (const remat::solver_error&) {
-    return false;
+    return {};
   }
 }
 
 }  // namespace
 
-TEST_CASE("estimate_solve_at: no frontier DP below the least budget or from store-all's peak up") {
+TEST_CASE("estimate_solve_at: no DP over memory below the least budget or from store-all's peak up") {
   for (const named_chain& n : some_chains()) {
     CAPTURE(n.name);
     const remat::chain& c = n.c;
@@ -121,78 +113,82 @@ TEST_CASE("estimate_solve_at: no frontier DP below the least budget or from stor
       CAPTURE(budget);
       // The least-memory DP only: its cost, whatever the table limit (the solve reads none).
       const remat::solve_estimate e = remat::estimate_solve_at(c, budget, {.max_table_bytes = 16});
-      CHECK_FALSE(e.runs_frontier);
+      CHECK_FALSE(e.runs_dp);
       CHECK(e.seconds == remat::detail::need_dp_seconds(c, 1));
       CHECK(e.bytes == remat::detail::need_dp_bytes(L));
-      CHECK(e.exact_within_limits);
-      CHECK(solve_is_exact(c, budget, {.max_table_bytes = 16}));
+      CHECK(e.within_limits);
+      CHECK(e.exact);
+      const outcome o = solve_outcome(c, budget, {.max_table_bytes = 16});
+      CHECK(o.runs);
+      CHECK(o.exact);
       CHECK(remat::solve(c, budget).feasible == (budget >= least));
       // A limit below the least-memory DP's own estimate: refused, as the solve refuses it.
-      CHECK_FALSE(
-          remat::estimate_solve_at(c, budget, {.max_estimated_seconds = 0}).exact_within_limits);
-      CHECK_FALSE(solve_is_exact(c, budget, {.max_estimated_seconds = 0}));
+      CHECK_FALSE(remat::estimate_solve_at(c, budget, {.max_estimated_seconds = 0}).within_limits);
+      CHECK_FALSE(solve_outcome(c, budget, {.max_estimated_seconds = 0}).runs);
     }
-    // Between them the frontier DP runs: a 16-byte table is refused, there as in the solve.
+    // Between them a DP over memory runs: a 16-byte table is refused, there as in the solve, by
+    // default and when exact is asked for.
     const size_type mid = least + (peak - least) / 2;
-    const remat::solve_estimate f = remat::estimate_solve_at(c, mid, {.max_table_bytes = 16});
-    CHECK(f.runs_frontier);
-    CHECK_FALSE(f.exact_within_limits);
-    CHECK_FALSE(solve_is_exact(c, mid, {.max_table_bytes = 16}));
+    for (const size_type slots : {remat::auto_slots, remat::exact_units}) {
+      const remat::solve_options o{.slots = slots, .max_table_bytes = 16};
+      const remat::solve_estimate f = remat::estimate_solve_at(c, mid, o);
+      CHECK(f.runs_dp);
+      CHECK_FALSE(f.within_limits);
+      CHECK_FALSE(solve_outcome(c, mid, o).runs);
+    }
   }
   CHECK_THROWS_AS((void)remat::estimate_solve_at(some_chains()[0].c, -1), remat::solver_error);
 }
 
-TEST_CASE("estimate_solve_at: the frontier DP capped at the budget, as the solve runs it") {
-  int exact_where_whole_refuses = 0;
+// Exact asked for, under limits from half the estimate to far above it, and by default: the
+// estimate says whether the solve runs and whether it is exact, as the solve's own plan decides.
+TEST_CASE("estimate_solve_at: the plan of the solve at one budget, costed") {
+  int agree = 0, disagree = 0, exact_by_default = 0, bounded_by_default = 0;
   for (const named_chain& n : some_chains()) {
     CAPTURE(n.name);
     const remat::chain& c = n.c;
     const auto L = static_cast<std::int32_t>(c.length());
-    const size_type least = n.least;
-    const size_type peak = n.peak;
-    const remat::solve_estimate whole = remat::estimate_solve(c);
     const double need_seconds = remat::detail::need_dp_seconds(c, 1);
     for (const double f : {0.1, 0.3}) {
       const size_type budget =
-          least + static_cast<size_type>(f * static_cast<double>(peak - least));
+          n.least + static_cast<size_type>(f * static_cast<double>(n.peak - n.least));
       CAPTURE(budget);
-      const remat::solve_estimate e = remat::estimate_solve_at(c, budget);
-      REQUIRE(e.runs_frontier);
-      CHECK(e.exact_within_limits);
-      REQUIRE(e.bytes > remat::detail::need_dp_bytes(L));  // the frontiers' bytes
-      // Never above the whole curve's (in seconds, but for the least-memory DP the solve at one
-      // budget runs first).
-      CHECK(e.bytes <= whole.bytes);
-      if (e.measured && whole.measured) CHECK(e.seconds <= whole.seconds + need_seconds);
-      // Under limits from half the estimate to far above it, the estimate says whether the solve
-      // is exact (neither thinned nor refused): it checks them against the most the DP projected
-      // as it went, as the solve does. (The seconds' limits on the frontier's part, above the
-      // least-memory DP's.)
+      const remat::solve_options exact{.slots = remat::exact_units};
+      const remat::solve_estimate e = remat::estimate_solve_at(c, budget, exact);
+      REQUIRE(e.runs_dp);
+      CHECK(e.within_limits);
+      CHECK(e.exact);
+      // The engine's table (the dense DP's, where it is the fastest, can be larger than the whole
+      // frontier's: the engines are weighed by time, within the table limit).
+      REQUIRE(e.bytes > remat::detail::need_dp_bytes(L));
       for (const double k : {0.5, 1.5, 2.0, 4.0, 100.0}) {
         CAPTURE(k);
-        const double frontier_seconds = e.seconds - need_seconds;
+        const double dp_seconds = e.seconds - need_seconds;
         for (const remat::solve_options& o :
-             {remat::solve_options{.max_table_bytes = static_cast<std::size_t>(k * e.bytes)},
-              remat::solve_options{.max_estimated_seconds = need_seconds + k * frontier_seconds}}) {
-          const bool exact = frontier_solve_is_exact(c, budget, o);
-          const bool within = remat::estimate_solve_at(c, budget, o).exact_within_limits;
-          CHECK(within == exact);
-          if (k == 0.5) CHECK_FALSE(exact);
-          if (k == 100.0) CHECK(exact);
-          // With the search first, exact wherever the frontier DP would be, and maybe more.
-          if (within) CHECK(solve_is_exact(c, budget, o));
+             {remat::solve_options{.slots = remat::exact_units,
+                                   .max_table_bytes = static_cast<std::size_t>(k * e.bytes)},
+              remat::solve_options{.slots = remat::exact_units,
+                                   .max_estimated_seconds = need_seconds + k * dp_seconds}}) {
+          const bool within = remat::estimate_solve_at(c, budget, o).within_limits;
+          const outcome r = solve_outcome(c, budget, o);
+          CHECK(r.exact == r.runs);  // exact asked for: exact, or refused
+          (within == r.runs ? agree : disagree) += 1;
+          if (k == 100.0) CHECK(r.runs);
         }
       }
-      // A table limit between the two estimates: the whole curve's would refuse where the solve at
-      // this budget is exact.
-      const remat::solve_options o{.max_table_bytes =
-                                       static_cast<std::size_t>((e.bytes + whole.bytes) / 2)};
-      const bool exact = frontier_solve_is_exact(c, budget, o);
-      CHECK(remat::estimate_solve_at(c, budget, o).exact_within_limits == exact);
-      if (exact && !remat::estimate_solve(c, o).exact_within_limits) ++exact_where_whole_refuses;
+      // By default: never refused here (the 500-slot fallback fits), exact as predicted.
+      const remat::solve_estimate d = remat::estimate_solve_at(c, budget);
+      const outcome r = solve_outcome(c, budget, {});
+      CHECK(d.within_limits);
+      CHECK(r.runs);
+      CHECK(d.exact == r.exact);
+      (r.exact ? exact_by_default : bounded_by_default) += 1;
     }
   }
-  CHECK(exact_where_whole_refuses > 0);
+  // The estimate runs the solve's own probe and weighs its engines as it does: it can differ
+  // only where an engine it counted on stops past a projection the probe did not see.
+  CHECK(disagree * 10 <= agree);
+  CHECK(exact_by_default > 0);
 }
 
 TEST_CASE("estimate_solve_at: the whole curve's estimate where the sums round, as the solve") {
@@ -203,7 +199,7 @@ TEST_CASE("estimate_solve_at: the whole curve's estimate where the sums round, a
   const remat::solve_estimate whole = remat::estimate_solve(c);
   for (const size_type budget : {size_type{0}, store_all_peak(c)}) {
     const remat::solve_estimate e = remat::estimate_solve_at(c, budget);
-    CHECK(e.runs_frontier);
+    CHECK(e.runs_dp);
     CHECK(e.measured);
     CHECK(e.bytes == whole.bytes);
     CHECK(e.seconds == whole.seconds);

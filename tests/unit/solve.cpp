@@ -70,11 +70,11 @@ TEST_CASE("solver names") {
     CAPTURE(remat::name(s));
     CHECK(remat::solver_from_name(remat::name(s)) == s);
   }
-  // The default is the optimal DP on the sizes as given.
+  // The default is the optimal DP, exact where that is cheap and bounded where it is not.
   const solve_options o;
   CHECK(o.solver == solver::optimal);
   CHECK(o.slots == remat::default_slots);
-  CHECK(remat::default_slots == remat::exact_units);
+  CHECK(remat::default_slots == remat::auto_slots);
 }
 
 TEST_CASE("dispatch by options") {

@@ -35,13 +35,15 @@ void check_curve(const remat::chain& c, const remat::sweep_options& o,
                  const remat::sweep_series& series) {
   const bool dp =
       series.solver == remat::solver::optimal || series.solver == remat::solver::checkpoint_only;
-  if (!dp || o.slots != remat::exact_units) {
+  if (!dp || (o.slots != remat::exact_units && o.slots != remat::auto_slots)) {
     CHECK(series.curve.empty());
     return;
   }
-  const remat::solve_options so{.solver = series.solver, .slots = o.slots};
+  // By default the sweep reads its budgets from the whole curve where that is cheap, and solves
+  // them one by one elsewhere (no curve).
+  if (o.slots == remat::auto_slots && series.curve.empty()) return;
+  const remat::solve_options so{.solver = series.solver, .slots = remat::exact_units};
   const remat::trade_off_result t = remat::trade_off(c, so);
-  REQUIRE(t.epsilon == 0);
   REQUIRE(series.curve.size() == t.points.size());
   REQUIRE(!series.curve.empty());
   CHECK(series.curve.front().budget == series.min_feasible_budget);

@@ -395,27 +395,25 @@ TEST_CASE("zoo chains solve: store-all is the sum of the times, recomputation fi
 }
 
 // The zoo's networks, where the solve at one budget weighs the search against the frontier DP on
-// real sizes (resnet101, resnet152 and densenet121 search, GPT-2 does not): the whole curve's
+// real sizes: the whole curve's
 // value and least budget at 20% to 70% of store-all, and a schedule that replays within the
 // budget at that makespan. Not resnet1001: its whole curve takes about 30 s.
 TEST_CASE("zoo: the solve at one budget, searched or not, has the whole curve's value") {
   constexpr remat::solve_options exact{.slots = remat::exact_units};
-  constexpr auto branches = remat::detail::dp_branches::tape_and_checkpoint;
   for (const std::string_view name : zoo::model_names) {
     if (name == "resnet1001") continue;
     const remat::chain c = zoo::build(name).chain;
     const size_type all = remat::solve_store_all(c, remat::max_size).min_feasible_budget;
-    remat::detail::exact_solver whole =
-        remat::detail::prepare_exact(c, exact, remat::solver::optimal, branches);
-    REQUIRE(whole.f.epsilon == 0);
+    const remat::detail::whole_frontier whole =
+        remat::detail::make_whole_frontier(c, exact, remat::solver::optimal);
     for (const size_type percent : {20, 30, 40, 50, 60, 70}) {
       const size_type budget = all / 100 * percent;
       CAPTURE(name);
       CAPTURE(percent);
       const remat::solve_result one = remat::solve_optimal(c, budget, exact);
       const remat::solve_result w =
-          remat::detail::exact_result_at(c, whole, budget, exact, remat::solver::optimal, branches);
-      CHECK(one.epsilon == 0);
+          remat::detail::whole_frontier_at(c, whole, budget, remat::solver::optimal);
+      CHECK(one.exact);
       CHECK(one.feasible == w.feasible);
       CHECK(one.min_feasible_budget == w.min_feasible_budget);
       if (!one.feasible) continue;

@@ -1,14 +1,12 @@
 // Min-memory: the persistent schedule of least peak memory, and with it the smallest budget at
 // which any persistent schedule exists, without bisection.
 //
-// On exact sizes `optimal`'s frontier DP (detail/dp/frontier_dp.hpp) gives both at once: the
-// first point of its root frontier is the least m at which OPT(0, L, m) is finite, and the
-// schedule read back there is the fastest persistent schedule at that least peak. Min-memory
-// runs it where it stays exact within the limits (`max_estimated_seconds`, `max_table_bytes`):
-// a thinned frontier's first point rounds memory up, so it is no least budget.
+// The least-memory DP (detail/dp/least_memory.hpp) gives the least budget, and `optimal`'s exact
+// solve at that budget the fastest persistent schedule of that least peak. Min-memory runs it
+// where it stays within the limits (`max_estimated_seconds`, `max_table_bytes`).
 //
-// Elsewhere it falls back on MODEL.md's DP with no memory dimension (`detail::least_peak_dp`,
-// also the reference of the tests): for every interval (i, l), the least m at which
+// Elsewhere it falls back on the least-memory DP's own schedule (`detail::least_peak_dp`, also
+// the reference of the tests): for every interval (i, l), the least m at which
 // OPT(i, l, m) is finite, over the same branches and with the same exact conditions, in O(L^3).
 // Every condition of the DP is the peak of an op the schedule runs, so the peak of the schedule it
 // builds, replayed, is exactly that least budget (`x[0]` plus the need of (0, L)), which is
@@ -25,11 +23,12 @@
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
 #include <remat/detail/dp/cost.hpp>
+#include <remat/detail/dp/least_memory.hpp>
 #include <remat/detail/dp/model.hpp>
 #include <remat/detail/verify/finish.hpp>
 #include <remat/schedule.hpp>
 #include <remat/solver_options.hpp>
-#include <remat/solvers/optimal.hpp>
+#include <remat/detail/dp/dispatch.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -47,7 +46,7 @@ constexpr solve_result min_memory_least_peak(const chain& c, size_type budget,
   const model md = make_model(c, 1);
   if (!std::is_constant_evaluated())
     check_dp_seconds(name(solver::min_memory), c, exact_units,
-                     need_dp_pairs(md.L) / exact_need_pairs_per_second, need_dp_bytes(md.L),
+                     need_dp_pairs(md.L) / tuning.exact_need_pairs_per_second, need_dp_bytes(md.L),
                      options, "the least-memory DP");
   const least_peak_table t = least_peak_dp(md);
   const std::size_t top = interval_index(md.L, 0, md.L);
@@ -67,43 +66,32 @@ constexpr solve_result min_memory_least_peak(const chain& c, size_type budget,
   return r;
 }
 
-// Min-memory from `optimal`'s exact frontier (`epsilon` 0): the schedule read back at its least
-// budget, returned at `budget` when it fits.
-constexpr solve_result min_memory_from(const chain& c, exact_solver& s, size_type budget,
-                                       const solve_options& options) {
-  if (budget < 0) throw_solver_error("the budget must be >= 0");
-  const size_type least = s.min_feasible_budget;
-  if (least == solve_result::no_budget || budget < least) {
-    solve_result out;
-    out.budget = budget;
-    out.min_feasible_budget = least;
-    return out;
-  }
-  solve_result r =
-      exact_result_at(c, s, least, options, solver::min_memory, dp_branches::tape_and_checkpoint);
-  r.budget = budget;
-  return r;
-}
-
 }  // namespace detail
 
 /// The persistent schedule of least peak memory (the fastest one at that peak, where the exact
-/// frontier is within the limits), when that peak fits `budget`.
+/// solve there is within the limits), when that peak fits `budget`.
 template <chain_like C>
 constexpr solve_result solve_min_memory(const C& chain_in, size_type budget,
                                         const solve_options& options = {}) {
   const chain c = to_chain(chain_in);
   if (budget < 0) detail::throw_solver_error("the budget must be >= 0");
-  detail::exact_solver s;
-  bool exact = true;
+  solve_options exact = options;
+  exact.slots = exact_units;
+  solve_result r;
   try {
-    s = detail::prepare_exact(c, options, solver::min_memory,
-                              detail::dp_branches::tape_and_checkpoint, false);
+    // The least budget first (no DP over memory below it), then the exact optimum there.
+    const size_type least = detail::solve_dp(c, 0, exact, solver::min_memory).min_feasible_budget;
+    if (least == solve_result::no_budget || budget < least) {
+      r.budget = budget;
+      r.min_feasible_budget = least;
+      return r;
+    }
+    r = detail::solve_dp(c, least, exact, solver::min_memory);
   } catch (const solver_error&) {
-    exact = false;  // past the limits unthinned: the least-peak DP
+    return detail::min_memory_least_peak(c, budget, options);  // past the limits
   }
-  if (exact) return detail::min_memory_from(c, s, budget, options);
-  return detail::min_memory_least_peak(c, budget, options);
+  r.budget = budget;
+  return r;
 }
 
 }  // namespace remat

@@ -67,16 +67,17 @@ TEST_CASE("min-memory: the exact frontier's first point and the least-peak DP ag
 }
 
 TEST_CASE("min-memory: the least-peak DP where the exact frontier passes the limits") {
-  // A long chain of uneven sizes: its exact frontier passes a limit of 2 ms, which the O(L^3)
-  // least-peak DP does not.
+  // A long chain of uneven sizes: its exact solve at the least budget passes a limit of 2 ms,
+  // which the O(L^3) least-peak DP does not.
   std::mt19937_64 rng(68);
   const chain c = remat::testing::random_chain(rng, {60, 60, 1000, true});
   const remat::solve_options tight{.solver = remat::solver::min_memory,
                                    .max_estimated_seconds = 0.002};
-  REQUIRE_THROWS_AS(
-      remat::detail::prepare_exact(c, tight, remat::solver::min_memory,
-                                   remat::detail::dp_branches::tape_and_checkpoint, false),
-      remat::solver_error);
+  const size_type least = remat::solve_optimal(c, 0).min_feasible_budget;
+  REQUIRE_THROWS_AS((void)remat::solve_optimal(c, least,
+                                               {.slots = remat::exact_units,
+                                                .max_estimated_seconds = tight.max_estimated_seconds}),
+                    remat::solver_error);
   for (const size_type budget : {size_type{0}, remat::max_size}) {
     const auto r = remat::solve_min_memory(c, budget, tight);
     CHECK(r == remat::detail::min_memory_least_peak(c, budget, tight));

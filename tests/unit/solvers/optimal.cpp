@@ -631,10 +631,9 @@ TEST_CASE("times so large that a makespan could overflow a double") {
 namespace {
 
 // The exact solve through the whole curve (every budget's frontier, as the sweeps run it).
-solve_result whole_curve_solve(const chain& c, size_type budget,
-                               remat::detail::dp_branches branches, remat::solver which) {
-  remat::detail::exact_solver s = remat::detail::prepare_exact(c, exact, which, branches);
-  return remat::detail::exact_result_at(c, s, budget, exact, which, branches);
+solve_result whole_curve_solve(const chain& c, size_type budget, remat::solver which) {
+  return remat::detail::whole_frontier_at(c, remat::detail::make_whole_frontier(c, exact, which),
+                                          budget, which);
 }
 
 }  // namespace
@@ -685,21 +684,33 @@ void for_one_budget_cases(std::uint64_t seed, int chains, int long_stages, int b
 
 // A solve at one budget caps the frontier DP there and takes the least budget from the
 // least-memory DP where the capped root says nothing: the same result as the whole curve's, bit
-// for bit (the search never tried: `switch_work` infinite). Budgets from below the input to
-// beyond store-all; zero sizes; both branch sets. The default solve, which may search instead
-// (and then give the dense DP's schedule among equally fast ones), has the same value.
+// for bit, exact asked for and by default (on these short chains the frontier DP finishes
+// within the first probe). Budgets from below the input to beyond store-all; zero sizes; both
+// branch sets.
 TEST_CASE("property: the solve at one budget equals the whole curve's, bit for bit") {
-  int infeasible = 0, fastest = 0, capped = 0;
+  int infeasible = 0, fastest = 0, capped = 0, bounded = 0;
   for_one_budget_cases(15, 3000, 30, 3, [&](const one_budget_case& t) {
-    const solve_result one = remat::detail::solve_exact(t.c, t.budget, exact, t.which, t.branches,
-                                                        remat::detail::infinite_time);
-    const solve_result whole = whole_curve_solve(t.c, t.budget, t.branches, t.which);
-    const solve_result by_default =
-        remat::detail::solve_exact(t.c, t.budget, exact, t.which, t.branches);
+    const remat::solve_options o{.solver = t.which, .slots = remat::exact_units};
+    const solve_result one = remat::solve(t.c, t.budget, o);
+    const solve_result whole = whole_curve_solve(t.c, t.budget, t.which);
+    const solve_result by_default = remat::solve(t.c, t.budget, {.solver = t.which});
+    // The default is the exact result where an exact engine finished within its allowance, and
+    // elsewhere the 500-slot schedule with bounds that hold against the exact optimum.
     CHECK(by_default.feasible == whole.feasible);
     CHECK(by_default.min_feasible_budget == whole.min_feasible_budget);
-    if (by_default.feasible) {
+    if (by_default.exact && by_default.unit == 1) {
+      CHECK(by_default == whole);
+    } else if (by_default.exact) {  // the 500-slot schedule, proven optimal by its bound
       CHECK(by_default.plan.makespan == whole.plan.makespan);
+    } else if (by_default.feasible) {
+      ++bounded;
+      const solve_result slots = remat::solve(t.c, t.budget, {.solver = t.which, .slots = 500});
+      CHECK(by_default.plan.ops == slots.plan.ops);
+      CHECK(by_default.plan.makespan >= whole.plan.makespan);
+      CHECK(by_default.plan.makespan <=
+            (1 + by_default.makespan_loss) * whole.plan.makespan * (1 + 1e-12));
+    }
+    if (by_default.feasible) {
       const replay_result sim = remat::simulate(t.c, by_default.plan.ops);
       CHECK(sim.valid());
       CHECK(close(sim.makespan, by_default.plan.makespan));
@@ -707,7 +718,7 @@ TEST_CASE("property: the solve at one budget equals the whole curve's, bit for b
     }
     CHECK(one.feasible == whole.feasible);
     CHECK(one.min_feasible_budget == whole.min_feasible_budget);
-    CHECK(one.epsilon == whole.epsilon);
+    CHECK(one.exact == whole.exact);
     CHECK(one.plan.ops == whole.plan.ops);
     if (one.feasible) CHECK(one.plan.makespan == whole.plan.makespan);
     CHECK(one == whole);
@@ -722,30 +733,27 @@ TEST_CASE("property: the solve at one budget equals the whole curve's, bit for b
   CHECK(infeasible > 500);
   CHECK(fastest > 500);
   CHECK(capped > 2000);
+  MESSAGE("default solves bounded rather than exact: " << bounded);
 }
 
-// Branch and bound in place of the capped frontier DP (forced: `switch_work` 0): the whole curve's
-// value and least budget, bit for bit, and the dense DP's schedule (the first branch of equally
-// fast ones at that very memory, which can differ from the frontier's).
+// Branch and bound at one budget: the whole curve's value, bit for bit, and the dense DP's
+// schedule (the first branch of equally fast ones at that very memory, which can differ from the
+// frontier's).
 TEST_CASE("property: one budget by branch and bound: the whole curve's value, the dense schedule") {
   int searched = 0;
   for_one_budget_cases(17, 1500, 24, 2, [&](const one_budget_case& t) {
-    const solve_result one =
-        remat::detail::solve_exact(t.c, t.budget, exact, t.which, t.branches, 0);
-    const solve_result whole = whole_curve_solve(t.c, t.budget, t.branches, t.which);
-    CHECK(one.feasible == whole.feasible);
-    CHECK(one.min_feasible_budget == whole.min_feasible_budget);
-    CHECK(one.epsilon == 0);
-    if (!one.feasible || t.budget >= t.fastest_peak) {
-      CHECK(one == whole);
-      return;
-    }
-    ++searched;
-    CHECK(one.plan.makespan == whole.plan.makespan);
+    const solve_result whole = whole_curve_solve(t.c, t.budget, t.which);
+    if (!whole.feasible || t.budget >= t.fastest_peak) return;
     const remat::detail::model md = remat::detail::make_model(t.c, 1);
     const size_type m = t.budget - md.x[0];
+    const remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
+        md, remat::detail::persistent_need(md, t.branches), t.branches);
+    const remat::detail::bnb_result r = remat::detail::branch_and_bound(md, b, m, 64, t.branches);
+    REQUIRE(r.complete);
+    ++searched;
+    CHECK(r.value == whole.plan.makespan);
     const remat::detail::optimal_table ref = remat::detail::optimal_dp_reference(md, m, t.branches);
-    CHECK(one.plan.ops == remat::detail::optimal_ops(md, ref, 0, md.L, m));
+    CHECK(r.ops == remat::detail::optimal_ops(md, ref, 0, md.L, m));
   });
   CHECK(searched > 1000);
 }
@@ -757,59 +765,75 @@ TEST_CASE("one budget: store-all fits, or nothing does; the least budget either 
     const solve_result r = remat::solve_optimal(c, b, exact);
     CHECK(r.feasible == (b >= 14));
     CHECK(r.min_feasible_budget == 14);
-    CHECK(r.epsilon == 0);
-    CHECK(r == whole_curve_solve(c, b, remat::detail::dp_branches::tape_and_checkpoint,
-                                 remat::solver::optimal));
+    CHECK(r.exact);  // the least budget is exact, whether the budget reaches it or not
+    CHECK(r == whole_curve_solve(c, b, remat::solver::optimal));
     if (b >= 17) CHECK(r.plan.ops == remat::store_all_ops(length(c)));
   }
 }
 
-// Thinned where the capped DP would pass the table limit: the schedule fits, and the loss bounds
-// (against the capped DP thinned the other way) hold against the exact optimum of the whole
-// curve.
-TEST_CASE("property: one budget, thinned: the schedule fits and the loss bounds hold") {
+// The default's fallback where no exact engine finishes (an allowance of 0 in its plan): the
+// 500-slot solve's schedule, the exact least budget, and bounds that hold against the exact
+// optimum of the whole curve.
+TEST_CASE("property: the default solve bounded: the 500-slot schedule, and its bounds hold") {
   std::mt19937_64 rng(16);
-  int thinned = 0;
+  int bounded = 0, proven = 0;
   for (int n = 0; n < 40; ++n) {
     const chain c = random_chain(rng, {25, 40, 1000000, true});
     INFO(chain_text(c));
     const size_type top = store_all_replay(c).peak_memory;
-    const remat::detail::model md = remat::detail::make_model(c, 1);
-    const remat::detail::frontier_table whole =
-        remat::detail::frontier_dp(md, remat::detail::interval_bounds{});
-    REQUIRE(md.exact_sums);
+    const remat::detail::whole_frontier whole =
+        remat::detail::make_whole_frontier(c, exact, remat::solver::optimal);
+    const remat::detail::model& md = whole.md;
     for (const double share : {0.25, 0.4, 0.6}) {
       const auto b = static_cast<size_type>(share * static_cast<double>(top));
       CAPTURE(b);
-      const double optimum = whole.value(0, md.L, b - md.x[0]);
-      if (!(optimum < infinite)) continue;
-      // The exact capped table's points, and a byte limit that leaves room for a few of them only.
-      const remat::detail::frontier_table capped =
-          remat::detail::frontier_dp(md, {}, {.cap = b - md.x[0]});
-      const double fixed = 16 * static_cast<double>(remat::detail::interval_count(md.L));
-      const auto limit = static_cast<std::size_t>(
-          fixed + 0.3 * static_cast<double>(capped.points()) * remat::detail::frontier_point_bytes);
-      solve_result r;
-      try {
-        r = remat::solve_optimal(c, b, {.slots = remat::exact_units, .max_table_bytes = limit});
-      } catch (const remat::solver_error&) {
-        continue;  // not even thinned at 10% does it fit
-      }
-      REQUIRE(r.feasible);
-      if (r.epsilon == 0) continue;
-      ++thinned;
-      const replay_result sim = remat::simulate(c, r.plan);
-      REQUIRE(sim.valid());
-      CHECK(sim.peak_memory <= b);
-      CHECK(sim.makespan == r.plan.makespan);
+      const double optimum = whole.table.value(0, md.L, b - md.x[0]);
+      remat::detail::dp_plan p = remat::detail::choose(c, b, {}, remat::solver::optimal);
+      if (p.settled) continue;
+      p.allowance = 0;
+      REQUIRE(p.fallback);
+      const solve_result r = remat::detail::run(c, p, {});
+      const solve_result slots = remat::solve_optimal(c, b, {.slots = 500});
+      CHECK(r.min_feasible_budget == whole.min_feasible_budget);
+      CHECK(r.feasible == slots.feasible);
+      if (!r.feasible) continue;
+      CHECK(r.plan.ops == slots.plan.ops);
+      CHECK(r.plan.makespan == slots.plan.makespan);
+      CHECK(r.unit == slots.unit);
       CHECK(r.plan.makespan >= optimum);
+      if (r.exact) {
+        ++proven;
+        CHECK(r.plan.makespan == optimum);
+        continue;
+      }
+      ++bounded;
       CHECK(r.plan.makespan <= (1 + r.makespan_loss) * optimum * (1 + 1e-12));
       // At least as fast as the exact optimum with memory_loss of the budget less.
       const size_type equal = b - md.x[0] - std::llround(r.memory_loss * static_cast<double>(b));
-      CHECK(r.plan.makespan <= whole.value(0, md.L, equal));
+      CHECK(r.plan.makespan <= whole.table.value(0, md.L, equal));
     }
   }
-  CHECK(thinned > 20);
+  CHECK(bounded > 40);
+}
+
+// The default solve is never slower than the 500-slot one, and fits wherever it does.
+TEST_CASE("property: the default solve is never slower than Rotor's 500 slots") {
+  std::mt19937_64 rng(18);
+  for (int n = 0; n < 60; ++n) {
+    const chain c = random_chain(rng, {10, 60, 1000000, n % 2 == 0});
+    INFO(chain_text(c));
+    const size_type top = store_all_replay(c).peak_memory;
+    for (const double share : {0.2, 0.35, 0.5, 0.8}) {
+      const auto b = static_cast<size_type>(share * static_cast<double>(top));
+      CAPTURE(b);
+      const solve_result by_default = remat::solve_optimal(c, b);
+      const solve_result slots = remat::solve_optimal(c, b, {.slots = 500});
+      CHECK(by_default.min_feasible_budget <= slots.min_feasible_budget);
+      if (!slots.feasible) continue;
+      REQUIRE(by_default.feasible);
+      CHECK(by_default.plan.makespan <= slots.plan.makespan);
+    }
+  }
 }
 
 }  // namespace unit_solvers_optimal_test

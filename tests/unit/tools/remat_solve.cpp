@@ -326,9 +326,9 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     check_usage_error({tiny, "--budget", "5", "--solver", "optimal,store-all"},
                       "--solver takes one name (a list is for --sweep)");
     check_usage_error({tiny, "--budget", "5", "--slots", "0"},
-                      "--slots '0': must be a positive integer or 'exact'");
+                      "--slots '0': must be a positive integer or 'exact' or 'auto'");
     check_usage_error({tiny, "--budget", "5", "--slots", "many"},
-                      "--slots 'many': must be a positive integer or 'exact'");
+                      "--slots 'many': must be a positive integer or 'exact' or 'auto'");
     check_usage_error({tiny, "--budget", "5", "--json=yes"}, "--json takes no value");
     check_usage_error({tiny, "--budget", "5", "--sweep"},
                       "--budget, --sweep, --info and --frontier exclude each other");
@@ -383,7 +383,6 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     const long long least =
         remat::solve_optimal(f.chain, 0, {.slots = remat::exact_units}).min_feasible_budget;
     const remat::trade_off_result curve = remat::trade_off(f.chain);
-    REQUIRE(curve.epsilon == 0);
     REQUIRE(curve.points.size() > 12);  // so that the curve adds budgets to the sweep's
     CHECK(r.out.find("curves     optimal " + std::to_string(curve.points.size()) +
                      " points: every budget\n") != std::string::npos);

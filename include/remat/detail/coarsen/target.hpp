@@ -19,8 +19,9 @@
 #include <remat/coarsen.hpp>
 #include <remat/detail/dp/cost.hpp>
 #include <remat/detail/dp/discretize.hpp>
-#include <remat/detail/dp/optimal_fast.hpp>
-#include <remat/detail/dp/persistent_dp.hpp>
+#include <remat/detail/dp/intervals.hpp>
+#include <remat/detail/dp/platform.hpp>
+#include <remat/detail/dp/tuning.hpp>
 #include <remat/estimate.hpp>
 #include <remat/solver_options.hpp>
 
@@ -48,7 +49,7 @@ inline dp_cost_bound dp_cost_for_length(const chain& c, std::int32_t K, size_typ
                                         const solve_options& options) {
   dp_cost_bound out;
   if (options.solver == solver::min_memory) {
-    out.seconds = need_dp_pairs(K) / exact_need_pairs_per_second;
+    out.seconds = need_dp_pairs(K) / tuning.exact_need_pairs_per_second;
     out.bytes = need_dp_bytes(K);
     return out;
   }
@@ -60,17 +61,21 @@ inline dp_cost_bound dp_cost_for_length(const chain& c, std::int32_t K, size_typ
     total += static_cast<double>(s.output_size) + static_cast<double>(s.tape_size) +
              static_cast<double>(s.forward_overhead) + static_cast<double>(s.backward_overhead);
   total += static_cast<double>(c.input_size) + static_cast<double>(c.loss_overhead);
-  // A merged size is at most the chain's total (validated below 2^63).
+  // A merged size is at most the chain's total (validated below 2^63). The default runs one
+  // least-memory DP on the exact sizes and one on 500 slots, and no search for a least budget
+  // with slots.
+  const bool by_default = options.slots == auto_slots;
   const double runs =
-      options.slots == exact_units
-          ? 1
-          : 5 + static_cast<double>(std::bit_width(static_cast<std::uint64_t>(total)));
-  const double rate =
-      2 * total < 4503599627370496.0 ? need_pairs_per_second : exact_need_pairs_per_second;
+      options.slots == exact_units ? 1
+      : by_default                 ? 2
+                   : 5 + static_cast<double>(std::bit_width(static_cast<std::uint64_t>(total)));
+  const double rate = 2 * total < 4503599627370496.0 ? tuning.need_pairs_per_second
+                                                     : tuning.exact_need_pairs_per_second;
   out.seconds = runs * need_dp_pairs(K) / rate;
   out.bytes = need_dp_bytes(K);
   if (options.slots == exact_units) return out;
-  const discretization d = discretize(budget, options.slots);
+  // The default's fallback, where no exact engine finishes: the 500-slot DP.
+  const discretization d = discretize(budget, by_default ? rotor_slots : options.slots);
   const double values = static_cast<double>(d.budget) + 1;
   const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
   const unsigned threads = std::min(dp_threads(options.threads), cores);
@@ -86,11 +91,12 @@ inline bool within_limits(const dp_cost_bound& cost, const solve_options& option
 
 // The number of blocks to solve `c` on at `budget` once the solver has refused it as given: the
 // most, below its length and at least 1, whose bound passes the limits.
-// On exact sizes `optimal` and `checkpoint-only` run the frontier DP, whose cost does not follow
-// from the length: there each candidate is asked of `remat::estimate_solve_at` at the budget (the
-// solve's own least-memory DP and a short probe of its frontier DP capped at the budget, on the
-// chain cut evenly into that many blocks: about 50 ms each, a dozen of them), not of the whole
-// curve's estimate, which would coarsen further than this solve needs.
+// Forced exact (`exact_units`), `optimal` and `checkpoint-only` run engines whose cost does not
+// follow from the length: there each candidate is asked of `remat::estimate_solve_at` at the
+// budget (the solve's own plan and a short probe of its frontier DP capped at the budget, on the
+// chain cut evenly into that many blocks), not of the whole curve's estimate, which would coarsen
+// further than this solve needs. The default solve never refuses where its 500-slot fallback
+// fits, which the closed form bounds.
 inline std::size_t auto_coarse_length(const chain& c, size_type budget,
                                       const solve_options& options) {
   const bool frontier = options.slots == exact_units && (options.solver == solver::optimal ||
@@ -99,7 +105,7 @@ inline std::size_t auto_coarse_length(const chain& c, size_type budget,
   auto fits = [&](std::int32_t K) {
     if (!frontier) return within_limits(dp_cost_for_length(c, K, budget, options), options);
     return estimate_solve_at(merge_blocks(c, even_starts(L, K)).chain, budget, options)
-        .exact_within_limits;
+        .within_limits;
   };
   std::int32_t lo = 1, hi = L;  // lo fits (or is 1), hi does not
   while (hi - lo > 1) {

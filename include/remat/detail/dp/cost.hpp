@@ -1,22 +1,17 @@
-// What the DP solvers will cost, estimated before they run: a chain too long (or a budget cut
-// into too many slots) for them to finish quickly is refused at once with the estimate and what
-// to change, instead of running for hours (solve_options::max_estimated_seconds).
+// What the DP engines will cost, estimated before they run: the dispatch weighs the engines by
+// these estimates, and a solve estimated past the limits (`solve_options::max_estimated_seconds`,
+// `max_table_bytes`) is refused at once with the estimate and what to change, instead of running
+// for hours.
 //
-// Work is counted in (interval, split) pairs for the least-memory DP, which runs once per unit
-// tried, and in (interval, m, split) triples for the main DP before its pruning: the sums behind
-// MODEL.md's O(L^3) and O(L^3 M). The rates turn them into seconds. The least-memory rates are the
-// lowest measured for this library's optimized build (g++ 12 -O2) on one core of the 2-core
-// development machine under load. The main DP's rate grows with the chain's length (its window
-// gives a larger share of the cells' values in O(1) per m): on random chains
-// (tests/support/random_chain.hpp with times of 0.1 to 3, 50 to 600 stages, 500 to 4000 slots,
-// budgets of 20% to 80% of store-all) it ran 1.9e9 to 2.1e9 triples per second at 50 and 100
-// stages, 3.5e9 to 4.6e9 at 200, 5.1e9 to 5.8e9 at 300 to 600, and 1.2e10 on the 1000-stage
-// synthetic chain of the benchmarks at 1000 slots. `main_triples_per_second` is 1.3 to 2.5 times
-// below those, room for a loaded or slower machine: the estimate is an upper bound there.
+// Work is counted in (interval, split) pairs for the least-memory DP, in (interval, m, split)
+// triples for the dense DP before its pruning (the sums behind docs/model.md's O(L^3) and
+// O(L^3 M)), and in the frontier DP's own work units; the rates of detail/dp/tuning.hpp turn them
+// into seconds.
 #pragma once
 
 #include <remat/chain.hpp>
-#include <remat/detail/dp/persistent_dp.hpp>
+#include <remat/detail/dp/intervals.hpp>
+#include <remat/detail/dp/tuning.hpp>
 #include <remat/solver_options.hpp>
 
 #include <algorithm>
@@ -30,9 +25,6 @@
 #include <thread>
 
 namespace remat::detail {
-
-inline constexpr double need_pairs_per_second = 1.5e8;        // persistent_need_fast
-inline constexpr double exact_need_pairs_per_second = 4.0e7;  // least_peak_dp
 
 // (interval, split) pairs of one least-memory DP: the sum over 0 <= i < l <= L of l - i.
 constexpr double need_dp_pairs(std::int32_t L) noexcept {
@@ -55,15 +47,14 @@ inline double need_dp_seconds(const chain& c, double runs) {
     total += static_cast<double>(s.output_size) + static_cast<double>(s.tape_size) +
              static_cast<double>(s.forward_overhead) + static_cast<double>(s.backward_overhead) +
              static_cast<double>(s.recording_overhead.value_or(0));
-  const double rate =
-      total < 4503599627370496.0 ? need_pairs_per_second : exact_need_pairs_per_second;
+  const double rate = total < 4503599627370496.0 ? tuning.need_pairs_per_second
+                                                 : tuning.exact_need_pairs_per_second;
   return runs * need_dp_pairs(static_cast<std::int32_t>(c.length())) / rate;
 }
 
 // How many least-memory DPs a solve runs: one at the budget's unit and, with slots, those of
-// `slots_min_budget`: three (one of them on the exact sizes, which `optimal` reuses), and one per
-// step of its bisection over units up to the largest size; and `optimal`'s min-memory schedule
-// where the DP does not fit.
+// `slots_min_budget`: three (one of them on the exact sizes), and one per step of its bisection
+// over units up to the largest size.
 inline double need_dp_runs(const chain& c, size_type slots) noexcept {
   if (slots == exact_units) return 1;
   size_type largest = std::max(c.input_size, c.loss_overhead);
@@ -86,13 +77,15 @@ inline double main_dp_triples(const interval_bounds& b, std::int32_t L, size_typ
   return triples;
 }
 
-// The fast DP's (optimal_dp_fast) rate for a chain of L stages, triples per second on one core.
-// Without the tape branch no interval runs without recomputation, so the window gives only the
-// split point j = i + 1 its values, and the rate levels off (1.7e9 at 100 stages, 3.6e9 to 4.1e9
-// at 200, 4.2e9 to 4.6e9 at 300 to 600, on the chains above).
+// The dense DP's rate for a chain of L stages, triples per second on one core: it grows with the
+// chain, as its window answers more of the cells' values in O(1); without the tape branch the
+// window gives only the split point j = i + 1 its values, and the rate levels off.
 inline double main_triples_per_second(std::int32_t L, dp_branches branches) noexcept {
   const double growth = std::sqrt(std::max(1.0, static_cast<double>(L) / 100));
-  return 1.5e9 * (branches == dp_branches::tape_and_checkpoint ? growth : std::min(growth, 2.0));
+  return tuning.dense_triples_per_second *
+         (branches == dp_branches::tape_and_checkpoint
+              ? growth
+              : std::min(growth, tuning.dense_growth_cap_checkpoint_only));
 }
 
 // Their seconds, with `threads` threads on as many cores as there are.
@@ -168,11 +161,7 @@ inline void check_dp_seconds(std::string_view solver_name, const chain& c, size_
   throw_solver_error(text);
 }
 
-// The frontier DP's rate: its work units (blocks and points walked, branches tried, points copied
-// over 8; see `frontier::scratch::work`) per second on one core. Measured 5.5e7 to 7e7 (CPU time)
-// on densenet121, resnet152 and random chains of 60 to 150 stages on the development machine
-// under load (benchmarks/README-scaling.md); the estimate takes about 20% less.
-inline constexpr double frontier_work_per_second = 5e7;
+// What a frontier's point takes in the table.
 inline constexpr double frontier_point_bytes =
     sizeof(double) * 2 + sizeof(std::int32_t);  // a frontier_step and its choice
 
@@ -185,7 +174,7 @@ struct frontier_fixed_cost {
 };
 constexpr frontier_fixed_cost frontier_classes_cost(std::int32_t L) noexcept {
   const auto intervals = static_cast<double>(interval_count(L));
-  return {16 * intervals, 20 * intervals / frontier_work_per_second};
+  return {16 * intervals, 20 * intervals / tuning.frontier_work_per_second};
 }
 
 // The least work of the frontier DP on a chain of L stages, whatever its frontiers: every interval
@@ -193,16 +182,17 @@ constexpr frontier_fixed_cost frontier_classes_cost(std::int32_t L) noexcept {
 constexpr double frontier_least_work(std::int32_t L) noexcept { return need_dp_pairs(L); }
 
 // Throws the refusal of an exact solve estimated over the limits, saying what to change.
-inline void refuse_frontier(std::string_view solver_name, const chain& c, double seconds,
+[[noreturn]] inline void refuse_frontier(std::string_view solver_name, const chain& c, double seconds,
                             double bytes, const solve_options& options, std::size_t byte_limit) {
   std::string text(solver_name);
   text += ": refused before starting: the exact DP for " + std::to_string(c.length()) +
           " stages is estimated at up to " + readable_seconds(seconds) + " and " +
           readable_bytes(bytes) + " (limit " + readable_seconds(options.max_estimated_seconds) +
           ", max_estimated_seconds, and " + readable_bytes(static_cast<double>(byte_limit)) +
-          ", max_table_bytes), even with its frontiers thinned. Use fewer slots (--slots N), "
-          "coarser stages (merge consecutive stages into one), or another solver (chen-greedy, "
-          "revolve and sequential answer long chains in seconds)";
+          ", max_table_bytes). Use the default solve (exact where that is cheap, within a stated "
+          "bound of it elsewhere), slots (--slots N), coarser stages (merge consecutive stages "
+          "into one), or another solver (chen-greedy, revolve and sequential answer long chains "
+          "in seconds)";
   throw_solver_error(text);
 }
 

@@ -3,7 +3,7 @@
 
 #include <remat/chain.hpp>
 #include <remat/detail/dp/model.hpp>
-#include <remat/detail/dp/persistent_dp.hpp>
+#include <remat/detail/dp/least_memory.hpp>
 #include <remat/solver_options.hpp>
 
 #include <algorithm>

@@ -6,7 +6,9 @@
 
 #include <remat/chain.hpp>
 #include <remat/detail/dp/model.hpp>
-#include <remat/detail/dp/persistent_dp.hpp>
+#include <remat/detail/dp/intervals.hpp>
+#include <remat/detail/dp/least_memory.hpp>
+#include <remat/detail/dp/read_back.hpp>
 #include <remat/schedule.hpp>
 
 #include <algorithm>

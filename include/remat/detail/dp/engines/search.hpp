@@ -1,8 +1,8 @@
-// MODEL.md's DP at one budget, exact, by a memoized top-down search that skips the branches a
+// docs/model.md's DP at one budget, exact, by a memoized top-down search that skips the branches a
 // lower bound shows cannot win (branch and bound), instead of every interval's whole frontier.
 //
 // * Lower bounds. The model with every size rounded *down* to whole units of u, about m / slots
-//   (`floor_model`) has a dense DP (detail/dp/optimal_fast.hpp, about `slots` memories a cell)
+//   (`floor_model`) has a dense DP (engines/dense.hpp, about `slots` memories a cell)
 //   whose value at floor(m' / u) is never above OPT(i, l, m') on the exact sizes: every condition
 //   of the DP is m' >= a sum or a max of sizes, and floor(m'/u) >= floor(a/u) + floor(b/u) where
 //   m' >= a + b; a child's memory m' - x becomes floor(m'/u) - floor(x/u) >= floor((m' - x)/u),
@@ -22,24 +22,23 @@
 //   fails. Every cell's exact value and best lower bound are kept (a hash table keyed by interval
 //   and memory) across the rounds.
 // * Work. Each branch looked at is one unit; past `max_work` the search stops and reports
-//   incomplete, and the caller falls back to the frontier DP. How much work a budget takes
-//   depends on how tight the bounds are there, not on the frontiers' sizes: on densenet121, whose
-//   concatenations blow the frontiers up, 10 to 62 ms against 50 to 122 ms for the frontier DP at
-//   20% to 50% of store-all; on chains of random sizes the bounds are too loose for it to finish
-//   (benchmarks/README-scaling.md, "Branch and bound at one budget" and "A cheaper search step").
-// * Step. Most branches are never searched (one in ten on densenet121): a branch whose bound is at
-//   or above the cell's limit only lowers the cell's own bound, and is not listed or sorted; the
-//   lookups read one row per interval.
+//   incomplete, and the dispatch goes on to its next engine. How much work a budget takes
+//   depends on how tight the bounds are there, not on the frontiers' sizes: it pays on chains
+//   whose frontiers grow large but whose sizes share a unit (DenseNet's concatenations), and
+//   does not finish on chains of random sizes, whose bounds are loose.
+// * Step. Most branches are never searched: a branch whose bound is at or above the cell's limit
+//   only lowers the cell's own bound, and is not listed or sorted; the lookups read one row per
+//   interval.
 //
-// Needs `model::exact_sums` (the solve uses the frontier DP otherwise) and recurses once per
-// nested interval (at most L + 1 deep).
+// Needs `model::exact_sums` (the dispatch does not search otherwise) and recurses once per
 #pragma once
 
 #include <remat/chain.hpp>
-#include <remat/detail/dp/cost.hpp>
+#include <remat/detail/dp/engines/search_bounds.hpp>
+#include <remat/detail/dp/intervals.hpp>
 #include <remat/detail/dp/model.hpp>
-#include <remat/detail/dp/optimal_fast.hpp>
-#include <remat/detail/dp/persistent_dp.hpp>
+#include <remat/detail/dp/read_back.hpp>
+#include <remat/detail/dp/tuning.hpp>
 #include <remat/schedule.hpp>
 
 #include <algorithm>
@@ -54,145 +53,6 @@
 
 namespace remat::detail {
 
-// `md` with every size rounded down to whole `unit`s (the times unchanged).
-inline model floor_model(const model& md, size_type unit) {
-  model f = md;
-  for (std::vector<size_type>* v : {&f.x, &f.xb, &f.ft, &f.fa, &f.bt})
-    for (size_type& s : *v) s /= unit;
-  return f;
-}
-
-// The lower bounds of a search at memory up to `m`: the dense DP on `floor_model(md, unit)`.
-struct lower_bound_table {
-  size_type unit = 1;
-  fast_table dense;
-
-  // LB(c, m') for m' <= the m it was made for.
-  double at(std::size_t c, size_type m) const noexcept { return dense.get(c, m / unit); }
-};
-
-// The unit (`lower_bound_unit`: slots / 4 to 4 slots memories below `m`), and the dense DP's table
-// and time estimate there (the table is built by `make_lower_bounds`).
-struct lower_bound_plan {
-  size_type unit = 1;
-  model floor;
-  interval_bounds bounds;
-  fast_layout layout;
-  size_type M = 0;
-  double bytes = 0;
-  double seconds = 0;
-};
-
-// The unit of the lower bounds. Rounding every size down loses its remainder, and a sum of sizes
-// loses the sum of theirs: the bounds are only as tight as the remainders are small. Tensor sizes
-// share large factors (powers of two times channels and batch), and a unit that divides the
-// common sizes keeps the bounds exact on them. On ResNet-1001 at 30% of store-all, m / 512 is
-// 1.4 MiB and rounds its 333 outputs of 2 MiB down by a third; 2 MiB (m / 702) rounds down only
-// its 9 odd sizes, and the search does 600 times less work. Candidates: each of the heaviest sizes
-// (count x size) halved while even, from slots / 4 to 4 slots memories (the DP's time grows with
-// them). The largest whose remainders, one per occurrence, sum to at most 2% of m, if it leaves at
-// most 2 slots memories or the unit near m / slots loses more than 20% of m; else (DenseNet: 141
-// distinct sizes) the one that loses least from half to twice m / slots, m / slots included (ties
-// to the larger unit).
-inline size_type lower_bound_unit(const model& md, size_type m, size_type slots) {
-  const size_type n = std::max<size_type>(1, slots);
-  const size_type target = std::max<size_type>(1, m / n);
-  // The distinct sizes and how often each occurs.
-  std::vector<size_type> all;
-  for (const std::vector<size_type>* v : {&md.x, &md.xb, &md.ft, &md.fa, &md.bt})
-    for (const size_type s : *v)
-      if (s > 0) all.push_back(s);
-  std::sort(all.begin(), all.end());
-  struct counted {
-    size_type size;
-    double count;
-  };
-  std::vector<counted> sizes;
-  for (const size_type s : all) {
-    if (sizes.empty() || sizes.back().size != s)
-      sizes.push_back({s, 1});
-    else
-      sizes.back().count += 1;
-  }
-  auto loss = [&sizes](size_type u) {
-    double sum = 0;
-    for (const counted& s : sizes) sum += s.count * static_cast<double>(s.size % u);
-    return sum;
-  };
-  constexpr std::size_t heaviest = 64;
-  std::vector<counted> by_weight = sizes;
-  if (by_weight.size() > heaviest) {
-    std::nth_element(by_weight.begin(), by_weight.begin() + heaviest, by_weight.end(),
-                     [](const counted& a, const counted& b) {
-                       return a.count * static_cast<double>(a.size) >
-                              b.count * static_cast<double>(b.size);
-                     });
-    by_weight.resize(heaviest);
-  }
-  const size_type coarsest = target > max_size / 4 ? max_size : 4 * target;
-  const size_type finest = std::max<size_type>(1, target / 4);
-  const size_type near_lo = std::max<size_type>(1, target / 2);
-  const size_type near_hi = std::min(coarsest, target > max_size / 2 ? max_size : 2 * target);
-  const double small_loss = 0.02 * static_cast<double>(m);
-  const double large_loss = 0.2 * static_cast<double>(m);
-  size_type aligned = 0;    // the largest candidate that loses little
-  size_type near = target;  // the one that loses least near m / slots
-  double near_loss = loss(target);
-  for (const counted& s : by_weight)
-    for (size_type u = s.size; u >= finest; u /= 2) {
-      if (u <= coarsest && (u > aligned || (u >= near_lo && u <= near_hi))) {
-        const double l = loss(u);
-        if (l <= small_loss) aligned = std::max(aligned, u);
-        if (u >= near_lo && u <= near_hi && (l < near_loss || (l == near_loss && u > near))) {
-          near = u;
-          near_loss = l;
-        }
-      }
-      if (u % 2 != 0) break;
-    }
-  // Finer than 2 slots (the DP's time up to twice that at `slots`) only where the unit near
-  // m / slots loses much: ResNet-1001 at 50% of store-all, 2 MiB is m / 1170 and m / 512 loses
-  // 39% of m; on DenseNet the aligned units are m / 2000 and finer, and the near one loses 4-10%.
-  if (aligned >= near_lo || (aligned > 0 && near_loss > large_loss)) return aligned;
-  return near;
-}
-
-// What rounding every size of `md` down to whole units loses: the remainders, one per occurrence.
-inline double rounding_loss(const model& md, size_type unit) {
-  double sum = 0;
-  for (const std::vector<size_type>* v : {&md.x, &md.xb, &md.ft, &md.fa, &md.bt})
-    for (const size_type s : *v) sum += static_cast<double>(s % unit);
-  return sum;
-}
-
-// The lower bounds' plan on a given unit, and on `lower_bound_unit`'s.
-inline lower_bound_plan plan_lower_bounds_on(const model& md, size_type m, size_type unit,
-                                             dp_branches branches, unsigned threads) {
-  lower_bound_plan p;
-  p.unit = unit;
-  p.floor = floor_model(md, p.unit);
-  p.M = m / p.unit;
-  p.bounds = make_interval_bounds(p.floor, persistent_need(p.floor, branches), branches);
-  p.layout = make_fast_layout(p.bounds, md.L, p.M);
-  p.bytes = fast_table_bytes(p.layout, md.L, p.M, threads);
-  p.seconds = main_dp_seconds(p.bounds, md.L, p.M, branches, threads);
-  return p;
-}
-
-inline lower_bound_plan plan_lower_bounds(const model& md, size_type m, size_type slots,
-                                          dp_branches branches, unsigned threads) {
-  return plan_lower_bounds_on(md, m, lower_bound_unit(md, m, slots), branches, threads);
-}
-
-inline lower_bound_table make_lower_bounds(lower_bound_plan p, dp_branches branches,
-                                           unsigned threads) {
-  lower_bound_table t;
-  t.unit = p.unit;
-  t.dense =
-      optimal_dp_fast(p.floor, std::move(p.bounds), std::move(p.layout), p.M, branches, threads);
-  return t;
-}
-
 namespace bnb {
 
 // A searched cell: its exact value and choice, or a lower bound of its value (24 bytes: the
@@ -201,7 +61,7 @@ struct entry {
   size_type m = -1;
   double value = 0;
   std::uint32_t c = 0;
-  std::int16_t choice = -1;  // at most bnb_max_stages
+  std::int16_t choice = -1;  // at most tuning.search_max_stages
   bool exact = false;
   bool used = false;
 };
@@ -554,54 +414,46 @@ inline bnb_result branch_and_bound(const model& md, const interval_bounds& b, si
   return branch_and_bound(md, s, m);
 }
 
-// The search's rate, branches looked at per second on one core (measured on the development
-// machine, g++ 12 -O3: 5e7 on DenseNet-121, 4e7 on GPT-2 XL, 2.9e7 on ResNet-1001, whose lower
-// bounds' table is the largest), the slots of its lower bounds (Rotor's DP at about 500 slots,
-// `lower_bound_unit` choosing the unit near there: tighter bounds cut the search more than they
-// cost, up to there), and the
-// longest chain it takes (it recurses once per nested interval, 208 bytes of stack a level with
-// g++ 12 -O2: about 200 KB at 1000 stages, within the smallest default thread stacks, 512 KB).
-inline constexpr double bnb_work_per_second = 3.5e7;
-inline constexpr size_type bnb_slots = 512;
-inline constexpr std::int32_t bnb_max_stages = 1000;
-// The most cells searched an interval before the search gives up.
-inline constexpr double bnb_cells_per_interval = 64;
-// Where rounding to the lower bounds' unit loses more than this share of m (`rounding_loss`), the
-// bounds are too loose for the search to finish, and it is not tried: chains of random sizes lose
-// 50% to 160% (synthetic-200 at 30% of store-all: 51%, its search failed in 2.6 s), the zoo at
-// most 12.4% (gpt2-xl at 70%), resnet1001 at 50% 39% on the unit near m / 512 (its search failed).
-inline constexpr double bnb_max_loss = 0.25;
 // What a searched cell holds in memory, its share of the hash table included.
 inline constexpr double bnb_cell_bytes = 2.0 * sizeof(bnb::entry);
 
 // The lower bounds of a search at memory `m` where one is worth trying: none where the chain is
-// too long for its recursion, its sums are not exact, or rounding to the unit loses more than
-// `bnb_max_loss` of m.
+// too long for its recursion (about 200 bytes of stack a stage), its sums are not exact, or
+// rounding to the unit loses more than `tuning.search_max_rounding_loss` of m: the bounds are
+// then too loose for the search to finish.
 inline std::optional<lower_bound_plan> search_plan(const model& md, size_type m,
                                                    dp_branches branches, unsigned threads) {
-  if (md.L > bnb_max_stages || !md.exact_sums) return std::nullopt;
-  const size_type unit = lower_bound_unit(md, m, bnb_slots);
-  if (rounding_loss(md, unit) > bnb_max_loss * static_cast<double>(m)) return std::nullopt;
+  if (md.L > tuning.search_max_stages || !md.exact_sums) return std::nullopt;
+  const size_type unit = lower_bound_unit(md, m, tuning.search_slots);
+  if (rounding_loss(md, unit) > tuning.search_max_rounding_loss * static_cast<double>(m))
+    return std::nullopt;
   return plan_lower_bounds_on(md, m, unit, branches, threads);
 }
 
 // The search at memory m on the bounds of `plan` within `max_seconds` (their DP, estimated,
 // included) and `max_bytes` (their table and the cells searched): incomplete where it would pass
-// them, having spent nothing where the lower bounds' DP alone would take half of them.
+// them, having spent nothing where the lower bounds' DP alone would take half of them. `keep`
+// (if not null) receives the lower bounds.
 inline bnb_result branch_and_bound_within(const model& md, const interval_bounds& b,
                                           lower_bound_plan plan, size_type m, dp_branches branches,
-                                          unsigned threads, double max_seconds, double max_bytes) {
+                                          unsigned threads, double max_seconds, double max_bytes,
+                                          std::optional<lower_bound_table>* keep = nullptr) {
   if (plan.bytes > max_bytes / 2 || plan.seconds > max_seconds / 2) return {};
-  const double max_work = (max_seconds - plan.seconds) * bnb_work_per_second;
+  const double max_work = (max_seconds - plan.seconds) * tuning.search_work_per_second;
   // Where the search holds many memories an interval, its bounds are too loose for it to finish
   // soon: it stops there (chains of random sizes; the zoo's need 1 to 11 an interval).
   const auto max_cells = static_cast<std::size_t>(
       std::min((max_bytes - plan.bytes) / bnb_cell_bytes,
-               bnb_cells_per_interval * static_cast<double>(interval_count(md.L))));
-  const lower_bound_table lb = make_lower_bounds(std::move(plan), branches, threads);
-  bnb::search s(md, b, branches);
-  s.restart(lb, max_work, max_cells);
-  return branch_and_bound(md, s, m);
+               tuning.search_cells_per_interval * static_cast<double>(interval_count(md.L))));
+  lower_bound_table lb = make_lower_bounds(std::move(plan), branches, threads);
+  bnb_result r;
+  {
+    bnb::search s(md, b, branches);
+    s.restart(lb, max_work, max_cells);
+    r = branch_and_bound(md, s, m);
+  }
+  if (keep != nullptr) *keep = std::move(lb);
+  return r;
 }
 
 // The same on `search_plan`'s bounds (incomplete, having spent nothing, where there are none).

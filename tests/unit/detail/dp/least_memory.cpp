@@ -1,6 +1,7 @@
 // The run-time least-memory DP (`persistent_need_fast`, in doubles) gives the same needs as the
 // constexpr one (`least_peak_dp`), and the interval bounds hold what they promise.
-#include <remat/detail/dp/persistent_dp.hpp>
+#include <remat/detail/dp/least_memory.hpp>
+#include <remat/detail/dp/read_back.hpp>
 
 #include <remat/simulate.hpp>
 #include <remat/solvers/store_all.hpp>
@@ -14,7 +15,7 @@
 #include <random>
 #include <vector>
 
-namespace unit_detail_dp_persistent_dp_test {
+namespace unit_detail_dp_least_memory_test {
 
 namespace {
 using remat::size_type;
@@ -81,4 +82,4 @@ TEST_CASE("property: store is where the no-recomputation schedule fits, S its ti
   }
 }
 
-}  // namespace unit_detail_dp_persistent_dp_test
+}  // namespace unit_detail_dp_least_memory_test

@@ -1,7 +1,8 @@
 // The frontier DP against the dense reference DP in exact units: the same value in every cell at
 // every memory, bit for bit; schedules read back at any memory replay at that value within it;
 // thinned frontiers bracket the exact ones; threads and shared intervals change nothing.
-#include <remat/detail/dp/frontier_dp.hpp>
+#include <remat/detail/dp/engines/frontier.hpp>
+#include <remat/detail/dp/engines/reference.hpp>
 
 #include <remat/simulate.hpp>
 #include <remat/solvers/optimal.hpp>
@@ -19,7 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace unit_detail_dp_frontier_dp_test {
+namespace unit_detail_dp_engines_frontier_test {
 
 namespace {
 
@@ -31,7 +32,6 @@ using remat::detail::frontier_step;
 using remat::detail::frontier_table;
 using remat::detail::model;
 using remat::detail::optimal_table;
-using remat::detail::thinning;
 using remat::testing::dp_test_chain;
 using remat::testing::everything;
 
@@ -159,52 +159,6 @@ TEST_CASE("frontier: intervals of equal stages share one frontier") {
 
 namespace {
 
-// At root memory m: the thinned values bracket the exact one, and the pessimistic schedule is
-// valid, fits m, and replays between the exact value and its point's (its sub-intervals read
-// back at the true memory can do better than the dropped points).
-void check_bracket(const model& md, const frontier_table& exact, const frontier_table& up,
-                   const frontier_table& down, size_type m) {
-  CAPTURE(m);
-  const double e = exact.value(0, md.L, m);
-  CHECK(up.value(0, md.L, m) >= e);
-  CHECK(down.value(0, md.L, m) <= e);
-  const frontier_step* q = up.at(0, md.L, m);
-  if (q == nullptr) return;
-  const remat::replay_result r =
-      remat::simulate(remat::detail::to_chain(md), remat::detail::frontier_ops(md, up, 0, md.L, m));
-  CHECK(r.valid());
-  CHECK(r.peak_memory <= md.x[0] + m);
-  CHECK(r.makespan <= q->t);
-  CHECK(r.makespan >= e);
-}
-
-}  // namespace
-
-TEST_CASE("property: thinned frontiers bracket the exact one, within epsilon of memory") {
-  std::mt19937_64 rng(1504);
-  for (int n = 0; n < 300; ++n) {
-    const chain c = dp_test_chain(rng, {.min_stages = 5, .max_stages = 14, .max_size = 1000});
-    CAPTURE(remat::testing::chain_text(c));
-    const model md = remat::detail::make_model(c, 1);
-    const double eps = std::uniform_real_distribution<double>(0.001, 0.2)(rng);
-    CAPTURE(eps);
-    const frontier_table exact = frontier_of(md, {});
-    const frontier_table up = frontier_of(md, {.epsilon = eps, .side = thinning::pessimistic});
-    const frontier_table down = frontier_of(md, {.epsilon = eps, .side = thinning::optimistic});
-    REQUIRE(well_formed(up));
-    REQUIRE(well_formed(down));
-    // Both keep the least budget and the fastest schedule's.
-    CHECK(up.root().front().m == exact.root().front().m);
-    CHECK(down.root().front().m == exact.root().front().m);
-    CHECK(up.root().back().t == exact.root().back().t);
-    for (const frontier_step& p : exact.root())
-      for (const size_type m : {p.m, p.m + 1, p.m + p.m / 50})
-        check_bracket(md, exact, up, down, m);
-  }
-}
-
-namespace {
-
 // The largest `interval_cap` among the intervals of each class: what a capped table computes
 // that class's shared frontier up to.
 std::vector<size_type> class_caps(const model& md, const frontier_table& t, size_type cap) {
@@ -317,33 +271,4 @@ TEST_CASE("frontier: no cap where sums round") {
   CHECK(capped.root().size() == whole.root().size());
 }
 
-// Thinned under a cap, the frontiers still bracket the exact ones at every memory up to the cap,
-// and the pessimistic schedule fits.
-TEST_CASE("property: capped thinned frontiers bracket the exact one up to the cap") {
-  std::mt19937_64 rng(1507);
-  for (int n = 0; n < 300; ++n) {
-    const chain c = dp_test_chain(rng, {.min_stages = 5, .max_stages = 14, .max_size = 1000});
-    CAPTURE(remat::testing::chain_text(c));
-    const model md = remat::detail::make_model(c, 1);
-    const double eps = std::uniform_real_distribution<double>(0.001, 0.2)(rng);
-    const frontier_table exact = frontier_of(md, {});
-    const size_type cap = std::uniform_int_distribution<size_type>(exact.root().front().m,
-                                                                   exact.root().back().m)(rng);
-    CAPTURE(eps);
-    CAPTURE(cap);
-    const frontier_table up =
-        frontier_of(md, {.epsilon = eps, .side = thinning::pessimistic, .cap = cap});
-    const frontier_table down =
-        frontier_of(md, {.epsilon = eps, .side = thinning::optimistic, .cap = cap});
-    REQUIRE(well_formed(up));
-    REQUIRE(well_formed(down));
-    CHECK(up.root().front().m == exact.root().front().m);
-    CHECK(down.root().front().m == exact.root().front().m);
-    CHECK(up.root().back().m <= cap);
-    for (const frontier_step& p : exact.root())
-      for (const size_type m : {p.m, p.m + 1, p.m + p.m / 50, cap})
-        if (m <= cap) check_bracket(md, exact, up, down, m);
-  }
-}
-
-}  // namespace unit_detail_dp_frontier_dp_test
+}  // namespace unit_detail_dp_engines_frontier_test

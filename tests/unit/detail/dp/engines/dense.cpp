@@ -1,6 +1,7 @@
 // The fast DP against the reference DP: the same value and the same choice in every cell, bit for
 // bit, hence the same schedules, with one thread or several; and the table-memory guard.
-#include <remat/detail/dp/optimal_fast.hpp>
+#include <remat/detail/dp/engines/dense.hpp>
+#include <remat/detail/dp/engines/reference.hpp>
 
 #include <remat/simulate.hpp>
 #include <remat/solvers/optimal.hpp>
@@ -19,7 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace unit_detail_dp_optimal_fast_test {
+namespace unit_detail_dp_engines_dense_test {
 
 namespace {
 
@@ -50,8 +51,9 @@ fast_table fast_dp(const model& md, size_type M, dp_branches branches, unsigned 
   remat::detail::interval_bounds bounds = remat::detail::make_interval_bounds(
       md, remat::detail::persistent_need(md, branches), branches);
   remat::detail::fast_layout layout = remat::detail::make_fast_layout(bounds, md.L, M);
-  return remat::detail::optimal_dp_fast(md, std::move(bounds), std::move(layout), M, branches,
-                                        threads, side);
+  if (side <= 0) side = remat::detail::fast::tile_side(md.L, M);
+  return remat::detail::dense_dp_tiled(md, std::move(bounds), std::move(layout), M, branches,
+                                       threads, side);
 }
 
 std::vector<remat::op> fast_ops(const model& md, const fast_table& t, size_type m) {
@@ -336,4 +338,4 @@ TEST_CASE("tile sides: 24, 32 from 768 slots, 13 tiles a side, never past the ch
   }
 }
 
-}  // namespace unit_detail_dp_optimal_fast_test
+}  // namespace unit_detail_dp_engines_dense_test

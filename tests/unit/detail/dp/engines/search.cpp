@@ -2,10 +2,10 @@
 // value and the same schedule, bit for bit, whatever the lower bounds' slots; the lower bounds
 // never above the optimum; a cap on the work stops the search, and the search resumes from what
 // it kept.
-#include <remat/detail/dp/branch_and_bound.hpp>
+#include <remat/detail/dp/engines/search.hpp>
 
-#include <remat/detail/dp/frontier_dp.hpp>
-#include <remat/detail/dp/reference_dp.hpp>
+#include <remat/detail/dp/engines/frontier.hpp>
+#include <remat/detail/dp/engines/reference.hpp>
 #include <remat/simulate.hpp>
 
 #include <doctest/doctest.h>
@@ -20,7 +20,7 @@
 #include <random>
 #include <vector>
 
-namespace unit_detail_dp_branch_and_bound_test {
+namespace unit_detail_dp_engines_search_test {
 
 namespace {
 
@@ -223,18 +223,18 @@ TEST_CASE("the search is not tried where rounding to its unit loses more than a 
     const dp_branches branches = dp_branches::tape_and_checkpoint;
     const interval_bounds b = bounds_of(md, branches);
     const size_type m = b.need[interval_index(md.L, 0, md.L)] * 2;
-    const size_type unit = remat::detail::lower_bound_unit(md, m, remat::detail::bnb_slots);
+    const size_type unit = remat::detail::lower_bound_unit(md, m, remat::detail::tuning.search_slots);
     const double loss = remat::detail::rounding_loss(md, unit) / static_cast<double>(m);
     CAPTURE(loss);
     const bnb_result r = remat::detail::branch_and_bound_within(md, b, m, branches, 1, 1e6, 1e12);
     // The solve asks `search_plan` before it weighs the search against the frontier DP.
     CHECK(remat::detail::search_plan(md, m, branches, 1).has_value() == aligned);
     if (aligned) {
-      CHECK(loss < remat::detail::bnb_max_loss);
+      CHECK(loss < remat::detail::tuning.search_max_rounding_loss);
       CHECK(r.complete);
       CHECK(r.work > 0);
     } else {
-      CHECK(loss > remat::detail::bnb_max_loss);
+      CHECK(loss > remat::detail::tuning.search_max_rounding_loss);
       CHECK_FALSE(r.complete);
       CHECK(r.work == 0);
     }
@@ -325,4 +325,4 @@ TEST_CASE("a cap on the work stops the search; a larger one resumes it to the sa
   CHECK(stopped > 20);
 }
 
-}  // namespace unit_detail_dp_branch_and_bound_test
+}  // namespace unit_detail_dp_engines_search_test

@@ -1,0 +1,117 @@
+// The dense DP's table: OPT(i, l, m) for every interval over its stored range of m (from its
+// need to its store; below it is infinite, from store on it is S), with a sample per block of m
+// for the pruning bounds, and the choice of any cell recomputed on demand.
+#pragma once
+
+#include <remat/chain.hpp>
+#include <remat/detail/dp/intervals.hpp>
+#include <remat/detail/dp/model.hpp>
+#include <remat/detail/dp/platform.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace remat::detail {
+
+namespace fast {
+// Values are summarized by blocks of m: block s is [s * block, s * block + block - 1].
+inline constexpr size_type block = 32;
+// How many shared split points a cell takes in a row (see `dp::shared_splits`).
+inline constexpr std::int32_t split_group = 4;
+}  // namespace fast
+
+// OPT over the stored ranges; `get` reads any (i, l, m) with m <= M.
+struct fast_table {
+  std::int32_t L = 0;
+  size_type M = 0;
+  dp_branches branches = dp_branches::tape_and_checkpoint;
+  interval_bounds bounds;
+  std::vector<std::size_t> offset;  // [interval]: where its values start
+  table_vector value;
+  // The largest m any interval stores (-1: none). No cell computes a value above it, so the
+  // samples and the windows stop there (with a few stages and very many slots it is far below M).
+  size_type last_m = -1;
+  // Per interval, for every block s from need / block to last_m / block: OPT at the block's last
+  // m (or at M): the least value of the block, for the pruning bounds.
+  std::vector<std::size_t> sample_offset;  // [interval]
+  table_vector sample;
+
+  // The last stored m of interval c (below `bounds.need[c]` when none is stored).
+  size_type top(std::size_t c) const noexcept { return stored_top(bounds, c, M); }
+
+  double get(std::size_t c, size_type m) const noexcept {
+    if (m < bounds.need[c]) return infinite_time;
+    if (m >= bounds.store[c]) return bounds.S[c];
+    return value[offset[c] + static_cast<std::size_t>(m - bounds.need[c])];
+  }
+
+  double get(std::int32_t i, std::int32_t l, size_type m) const noexcept {
+    return get(interval_index(L, i, l), m);
+  }
+
+  // The choice `optimal_cell` records for (i, l, m): the same expressions, in the same order,
+  // over the same values; the first branch that reaches the least value.
+  std::int32_t choice_at(const model& md, std::int32_t i, std::int32_t l, size_type m) const {
+    auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+    const std::size_t c = interval_index(L, i, l);
+    if (m < bounds.need[c]) return -1;
+    if (i == l || m >= bounds.store[c]) return 0;
+    double best = infinite_time;
+    std::int32_t choice = -1;
+    const size_type tape_ops = tape_ops_memory(md, i, l);
+    if (branches == dp_branches::tape_and_checkpoint && m >= tape_ops && m >= md.xb[at(i + 1)]) {
+      const double rest = get(i + 1, l, m - md.xb[at(i + 1)]);
+      if (rest < infinite_time) {
+        best = md.fw[at(i)] + md.bw[at(i)] + rest;
+        choice = 0;
+      }
+    }
+    double forward = 0;
+    size_type forwards = 0;  // checkpoint_forward_table's forwards(i, j)
+    for (std::int32_t j = i + 1; j <= l; ++j) {
+      forward += md.fw[at(j - 1)];
+      forwards = j == i + 1 ? md.x[at(i + 1)] + md.ft[at(i)]
+                            : std::max(forwards, md.x[at(j - 1)] + md.x[at(j)] + md.ft[at(j - 1)]);
+      if (m < md.x[at(l + 1)] + forwards) break;
+      if (m < md.x[at(j)]) continue;
+      const double v = forward + get(j, l, m - md.x[at(j)]) + get(i, j - 1, m);
+      if (v < best) {
+        best = v;
+        choice = j;
+      }
+    }
+    return choice;
+  }
+};
+
+// Where each interval's values and samples start, and how many there are in all.
+struct fast_layout {
+  std::vector<std::size_t> offset;
+  std::size_t entries = 0;
+  size_type last_m = -1;  // fast_table::last_m
+  std::vector<std::size_t> sample_offset;
+  std::size_t samples = 0;
+};
+
+inline fast_layout make_fast_layout(const interval_bounds& b, std::int32_t L, size_type M) {
+  fast_layout out;
+  out.offset.assign(interval_count(L), 0);
+  out.sample_offset.assign(interval_count(L), 0);
+  auto top = [&](std::size_t c) { return stored_top(b, c, M); };
+  for (std::size_t c = 0; c < out.offset.size(); ++c)
+    if (top(c) >= b.need[c]) out.last_m = std::max(out.last_m, top(c));
+  for (std::size_t c = 0; c < out.offset.size(); ++c) {
+    out.offset[c] = out.entries;
+    out.sample_offset[c] = out.samples;
+    // Base cases store no value: their need is their store.
+    if (top(c) >= b.need[c]) out.entries += static_cast<std::size_t>(top(c) - b.need[c]) + 1;
+    if (b.need[c] <= out.last_m)
+      out.samples +=
+          static_cast<std::size_t>(out.last_m / fast::block - b.need[c] / fast::block + 1);
+  }
+  return out;
+}
+
+}  // namespace remat::detail

@@ -1,0 +1,255 @@
+// One interval's frontier from those of shorter intervals: every branch of the recurrence merged
+// into the lower envelope so far, only over the memories where it can win.
+#pragma once
+
+#include <remat/chain.hpp>
+#include <remat/detail/dp/engines/frontier_table.hpp>
+#include <remat/detail/dp/intervals.hpp>
+#include <remat/detail/dp/model.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace remat::detail {
+
+namespace frontier {
+
+// The working buffers of one thread: the envelope so far and the next one.
+struct scratch {
+  std::vector<frontier_point> best, next, patch;
+  double work = 0;  // blocks and points walked, branches tried, points copied / 8: what the
+                    // DP's time follows
+};
+
+// The points of `f` from memory `from` on, the first moved up to `from` (a step function cut
+// below `from`), appended to `out` with memory shifted by `shift` and time plus `add`, up to
+// memory `top`.
+constexpr void append_shifted(std::vector<frontier_point>& out, const std::vector<frontier_step>& f,
+                              size_type shift, double add, size_type from, std::int32_t choice,
+                              size_type top) {
+  if (f.empty() || from > top) return;
+  std::size_t k = 0;
+  while (k + 1 < f.size() && f[k + 1].m + shift <= from) ++k;
+  if (f[k].m + shift <= from) out.push_back({from, add + f[k++].t, choice});
+  for (; k < f.size() && f[k].m + shift <= top; ++k)
+    out.push_back({f[k].m + shift, add + f[k].t, choice});
+}
+
+// Points per block of the coarse walk in `merge_branch`.
+inline constexpr std::size_t merge_block = 8;
+
+// best = min(best, branch j), branch(m) = (forward + R(m - shift)) + Lf(m) for from <= m <= top
+// (the dense DP's order of the sums); ties keep `best`'s point. The new envelope is built in
+// `s.next`; false (and `s.next` meaningless) when the branch wins nowhere. `best` has no point
+// above `top`; R and Lf hold every point up to the memories the branch reads them at (top - shift
+// and top), so their last points still bound it from below.
+//
+// Most of a branch loses everywhere, so the walk goes by blocks of `merge_block` points of each
+// of R, Lf and best: over the memories where none of the three leaves its block, the branch is at
+// least its value at the blocks' last points (both non-increasing) and the envelope at most its
+// value where the segment starts; where the former is not below the latter, the branch cannot win
+// and the whole segment is skipped. Elsewhere the three are merged point by point until the
+// branch stops winning past the segment; only the envelope's points over memories where the
+// branch won somewhere are rebuilt, the rest is copied as it stands.
+constexpr bool merge_branch(scratch& s, const std::vector<frontier_step>& R, size_type shift,
+                            const std::vector<frontier_step>& Lf, double forward, size_type from,
+                            std::int32_t j, size_type top) {
+  const std::vector<frontier_point>& best = s.best;
+  std::vector<frontier_point>& out = s.next;
+  std::vector<frontier_point>& patch = s.patch;
+  constexpr std::size_t K = merge_block;
+  constexpr size_type none = unreachable;
+  const std::size_t nb = best.size();
+  const std::size_t nr = R.size();
+  const std::size_t nl = Lf.size();
+  const size_type start = std::max({R.front().m + shift, Lf.front().m, from});
+  if (start > top) return false;
+  // The walk ends at a memory >= stop.
+  const size_type stop = top == none ? none : top + 1;
+  const double least = (forward + R.back().t) + Lf.back().t;  // the branch's value from its top
+  auto above = [](const auto& f, size_type m) {  // the first point above m
+    return static_cast<std::size_t>(
+        std::upper_bound(f.begin(), f.end(), m,
+                         [](size_type v, const auto& p) { return v < p.m; }) -
+        f.begin());
+  };
+  // ib: the first point of best at or above m (below it: settled); ir, il: a point of R, Lf at or
+  // below m, in the block of the last one (the walk by blocks may leave them behind).
+  std::size_t ib = above(best, start);
+  s.work += 1;
+  if (ib > 0 && best[ib - 1].t <= least) return false;
+  if (ib > 0 && best[ib - 1].m == start) --ib;
+  std::size_t ir = above(R, start - shift) - 1;
+  std::size_t il = above(Lf, start) - 1;
+  auto mem_r = [&](std::size_t k) { return k < nr ? R[k].m + shift : none; };
+  auto mem_l = [&](std::size_t k) { return k < nl ? Lf[k].m : none; };
+  auto mem_b = [&](std::size_t k) { return k < nb ? best[k].m : none; };
+  std::size_t copied = 0;  // best's points before it are in `out` (once improved)
+  bool improved = false;
+  // A walk point by point emits at most a point per point of the three.
+  if (patch.size() < nb + nr + nl + 1) patch.resize(nb + nr + nl + 1);
+  frontier_point* const emitted = patch.data();
+  const frontier_point none_point{};
+  const frontier_point* const bp = nb > 0 ? best.data() : &none_point;
+  out.clear();
+  size_type m = start;
+  while (true) {
+    const std::size_t hr = std::min(nr, (ir / K + 1) * K);
+    const std::size_t hl = std::min(nl, (il / K + 1) * K);
+    const std::size_t hb = std::min(nb, (ib / K + 1) * K);
+    const double ub = ib > 0 ? best[ib - 1].t : infinite_time;  // the envelope's from m - 1 on
+    if (ub <= least) break;  // the branch cannot win from m on
+    const size_type e = std::min({mem_r(hr), mem_l(hl), mem_b(hb)});
+    s.work += 1;
+    if (!((forward + R[hr - 1].t) + Lf[hl - 1].t < ub)) {  // no win below e
+      if (e >= stop) break;
+      m = e;
+      if (mem_r(hr) == e) ir = hr;
+      if (mem_l(hl) == e) il = hl;
+      if (mem_b(hb) == e) ib = hb;
+      continue;
+    }
+    // Point by point from m (nothing below it changed since best's point before it), without
+    // branches on the data: which of the three moves, whether the branch wins, whether a point
+    // is emitted.
+    while (ir + 1 < nr && R[ir + 1].m + shift <= m) ++ir;
+    while (il + 1 < nl && Lf[il + 1].m <= m) ++il;
+    while (ib < nb && best[ib].m < m) ++ib;
+    const std::size_t lo = ib;
+    double last = lo > 0 ? best[lo - 1].t : infinite_time;  // the envelope's at m - 1
+    double b = last;
+    std::int32_t bc = lo > 0 ? best[lo - 1].choice : 0;
+    if (ib < nb && best[ib].m == m) {
+      b = best[ib].t;
+      bc = best[ib].choice;
+      ++ib;
+    }
+    bool won = false;
+    bool done = false;
+    std::size_t np = 0;
+    while (true) {
+      const double v = (forward + R[ir].t) + Lf[il].t;
+      const bool wins = v < b;
+      const double value = wins ? v : b;
+      emitted[np] = {m, value, wins ? j : bc};
+      const bool lower = value < last;
+      np += lower ? 1 : 0;
+      last = lower ? value : last;
+      won = won || wins;
+      const size_type mr = ir + 1 < nr ? R[ir + 1].m + shift : none;
+      const size_type ml = il + 1 < nl ? Lf[il + 1].m : none;
+      const size_type mb = ib < nb ? best[ib].m : none;
+      const size_type mn = std::min({mb, mr, ml});
+      s.work += 1;
+      if (mn >= stop || (!wins && b <= least)) {  // nothing left to win
+        done = true;
+        break;
+      }
+      m = mn;
+      ir += mr == m ? 1 : 0;
+      il += ml == m ? 1 : 0;
+      if (!wins && m >= e) break;  // back to blocks from m (best's point there not taken)
+      const bool take = mb == m;
+      const frontier_point& p = bp[take ? ib : 0];
+      b = take ? p.t : b;
+      bc = take ? p.choice : bc;
+      ib += take ? 1 : 0;
+    }
+    if (won) {
+      out.insert(out.end(), best.begin() + static_cast<std::ptrdiff_t>(copied),
+                 best.begin() + static_cast<std::ptrdiff_t>(lo));
+      out.insert(out.end(), emitted, emitted + np);
+      copied = ib;
+      improved = true;
+    }
+    if (done) break;
+  }
+  if (!improved) return false;
+  out.insert(out.end(), best.begin() + static_cast<std::ptrdiff_t>(copied), best.end());
+  s.work += static_cast<double>(out.size()) / 8;
+  return true;
+}
+
+}  // namespace frontier
+
+// The frontier of interval (i, l) from those of shorter intervals (`t`, filled up to l - i - 1),
+// up to memory `top` (the cap of its class: `frontier::plan::cap`).
+constexpr void frontier_cell(const model& md, const interval_bounds& bounds, frontier_table& t,
+                             std::int32_t i, std::int32_t l, size_type top,
+                             const frontier_options& o, frontier::scratch& s,
+                             std::vector<frontier_step>& result,
+                             std::vector<std::int32_t>& result_choices) {
+  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+  result.clear();
+  result_choices.clear();
+  if (i == md.L || i == l) {
+    const size_type m = i == md.L ? md.x[at(md.L)] + md.bt[at(md.L)] : tape_ops_memory(md, i, l);
+    if (m <= top) {
+      result.push_back({m, i == md.L ? md.bw[at(md.L)] : md.fw[at(i)] + md.bw[at(i)]});
+      result_choices.push_back(0);
+    }
+    return;
+  }
+  const size_type tape_ops = tape_ops_memory(md, i, l);
+  const size_type mmin = necessary_memory(md, i, l);
+  s.best.clear();
+  if (o.branches == dp_branches::tape_and_checkpoint) {
+    const std::vector<frontier_step>& rest = t.of(i + 1, l);
+    if (!rest.empty())
+      frontier::append_shifted(s.best, rest, md.xb[at(i + 1)], md.fw[at(i)] + md.bw[at(i)],
+                               std::max(tape_ops, mmin), 0, top);
+  }
+  double forward = 0;
+  size_type forwards = 0;  // checkpoint_forward_table's forwards(i, j)
+  for (std::int32_t j = i + 1; j <= l; ++j) {
+    forward += md.fw[at(j - 1)];
+    forwards = j == i + 1 ? md.x[at(i + 1)] + md.ft[at(i)]
+                          : std::max(forwards, md.x[at(j - 1)] + md.x[at(j)] + md.ft[at(j - 1)]);
+    const std::vector<frontier_step>& R = t.of(j, l);
+    const std::vector<frontier_step>& Lf = t.of(i, j - 1);
+    if (!std::is_constant_evaluated() && j < l) {
+      // The next branch's frontiers lie far apart in the table: start loading the points its
+      // merge reads first (both ends of each) while this one merges.
+      const std::vector<frontier_step>& Rn = t.of(j + 1, l);
+      const std::vector<frontier_step>& Ln = t.of(i, j);
+      if (!Rn.empty() && !Ln.empty()) {
+        __builtin_prefetch(Rn.data());
+        __builtin_prefetch(&Rn.back());
+        __builtin_prefetch(Ln.data());
+        __builtin_prefetch(&Ln.back());
+      }
+    }
+    if (R.empty() || Lf.empty()) continue;
+    // The branch's floor: mmin, and its own forwards (docs/recording-overhead.md).
+    const size_type floor = std::max(mmin, md.x[at(l + 1)] + forwards);
+    if (frontier::merge_branch(s, R, md.x[at(j)], Lf, forward, floor, j - i, top))
+      std::swap(s.best, s.next);
+  }
+  if (!md.exact_sums && !s.best.empty()) {
+    // The dense DP's rules where sums round (`optimal_cell`): values >= S, and S from store on.
+    const std::size_t c = interval_index(md.L, i, l);
+    std::size_t out = 0;
+    for (const frontier_point& p : s.best) {
+      if (bounds.store[c] != unreachable && p.m >= bounds.store[c]) break;
+      const double v = std::max(bounds.S[c], p.t);
+      if (out > 0 && !(v < s.best[out - 1].t)) continue;
+      s.best[out++] = {p.m, v, p.choice};
+    }
+    s.best.resize(out);
+    if (bounds.store[c] != unreachable && (out == 0 || bounds.S[c] < s.best[out - 1].t))
+      s.best.push_back({bounds.store[c], bounds.S[c], 0});
+  }
+  // (push_back, not resize: clang 14 refuses libstdc++'s resize of ints in constant evaluation)
+  result.reserve(s.best.size());
+  result_choices.reserve(s.best.size());
+  for (const frontier_point& p : s.best) {
+    result.push_back({p.m, p.t});
+    result_choices.push_back(p.choice);
+  }
+}
+
+}  // namespace remat::detail

@@ -1,0 +1,171 @@
+// The intervals of docs/model.md's DP and what bounds them whatever the memory: indexing, the
+// memory every schedule of an interval needs at least, the peaks of its branches' fixed ops, and
+// the no-recomputation bounds (`store`, `S`) that every engine uses as rules.
+#pragma once
+
+#include <remat/chain.hpp>
+#include <remat/detail/dp/model.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace remat::detail {
+
+inline constexpr double infinite_time = std::numeric_limits<double>::infinity();
+// A memory requirement no chain reaches (validated chains total at most 2^63 - 1 units).
+inline constexpr size_type unreachable = std::numeric_limits<size_type>::max();
+
+// Index of interval (i, l), 0 <= i <= l <= L, in a triangular array of (L+1)(L+2)/2 cells.
+constexpr std::size_t interval_index(std::int32_t L, std::int32_t i, std::int32_t l) noexcept {
+  const auto n = static_cast<std::size_t>(L) + 1;
+  const auto ui = static_cast<std::size_t>(i);
+  return ui * (2 * n - ui + 1) / 2 + static_cast<std::size_t>(l - i);
+}
+
+constexpr std::size_t interval_count(std::int32_t L) noexcept {
+  const auto n = static_cast<std::size_t>(L) + 1;
+  return n * (n + 1) / 2;
+}
+
+// With recording overheads (docs/recording-overhead.md) a forward of stage k peaks at
+// x[k+1] + ft[k] above what it holds when it is F_none or F_ck, at xb[k+1] + fa[k] when it is
+// F_all. `least_forward(md, k)` is the smaller: what any forward of stage k adds at its peak.
+constexpr size_type least_forward(const model& md, std::int32_t k) noexcept {
+  const auto at = static_cast<std::size_t>(k);
+  return std::min(md.x[at + 1] + md.ft[at], md.xb[at + 1] + md.fa[at]);
+}
+
+// A lower bound of the memory of every persistent schedule of (i, l), i < l (MODEL.md's mmin,
+// with recording overheads): each stage k in i .. l-1 runs forward at least once while g_{l+1}
+// is held, its input held too (counted for k > i), so
+//   mmin = x[l+1] + max(least_forward(i), max_{i<k<l} x[k] + least_forward(k)).
+// With fa = ft, least_forward(k) = x[k+1] + ft[k] (xb >= x) and this is MODEL.md's mmin. It is a
+// pruning bound only: the checkpoint branch checks its own forwards (`checkpoint_forwards`), the
+// tape branch its F_all, so OPT below mmin is infinite by the branches' own conditions.
+constexpr size_type necessary_memory(const model& md, std::int32_t i, std::int32_t l) {
+  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+  size_type inner = least_forward(md, i);
+  for (std::int32_t k = i + 1; k < l; ++k)
+    inner = std::max(inner, md.x[at(k)] + least_forward(md, k));
+  return md.x[at(l + 1)] + inner;
+}
+
+// `necessary_memory(md, i, l)` for every interval, at [interval_index(L, i, l)] (0 for i = l), in
+// O(L^2): a row's inner max grows with l.
+constexpr std::vector<size_type> necessary_memory_table(const model& md) {
+  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+  std::vector<size_type> t(interval_count(md.L), 0);
+  for (std::int32_t i = 0; i < md.L; ++i) {
+    size_type inner = least_forward(md, i);
+    for (std::int32_t l = i + 1; l <= md.L; ++l) {
+      t[interval_index(md.L, i, l)] = md.x[at(l + 1)] + inner;
+      inner = std::max(inner, md.x[at(l)] + least_forward(md, l));
+    }
+  }
+  return t;
+}
+
+// The forwards the checkpoint branch of (i, l) at split point j runs before its right part,
+// F_ck(i), F_none(i+1) .. F_none(j-1), peak at x[l+1] plus
+//   forwards(i, j) = max(x[i+1] + ft[i], max_{i<k<j} x[k] + x[k+1] + ft[k])
+// (g_{l+1} held throughout; F_none(k) holds a_k beside a_{k+1}). Non-decreasing in j. MODEL.md
+// checks these peaks through mmin, whose terms for k >= j the right part's own cells imply when
+// fa = ft; with fa < ft they no longer do (its F_all may peak lower), so the branch checks
+// exactly its own forwards: m >= x[l+1] + forwards(i, j). With fa = ft this is the same DP.
+// The table: forwards(i, j) at [interval_index(L, i, j - 1)] for 0 <= i < j <= L (a row's values
+// are contiguous in j).
+constexpr std::vector<size_type> checkpoint_forward_table(const model& md) {
+  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+  std::vector<size_type> t(interval_count(md.L), 0);
+  for (std::int32_t i = 0; i < md.L; ++i) {
+    size_type f = md.x[at(i + 1)] + md.ft[at(i)];
+    t[interval_index(md.L, i, i)] = f;
+    for (std::int32_t j = i + 2; j <= md.L; ++j) {
+      f = std::max(f, md.x[at(j - 1)] + md.x[at(j)] + md.ft[at(j - 1)]);
+      t[interval_index(md.L, i, j - 1)] = f;
+    }
+  }
+  return t;
+}
+
+// The tape ops of stage i in interval (i, l): F_all(i) with g_{l+1} held, and B(i) (also the base
+// case, l = i).
+constexpr size_type tape_ops_memory(const model& md, std::int32_t i, std::int32_t l) noexcept {
+  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+  return std::max(md.x[at(l + 1)] + md.xb[at(i + 1)] + md.fa[at(i)],
+                  md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] + md.bt[at(i)]);
+}
+
+// Which branches a DP may take. Without the tape branch (only F_ck/F_none, and F_all(i), B(i) as
+// the base case) it is the heterogeneous form of classical AD checkpointing (MODEL.md).
+enum class dp_branches : std::uint8_t {
+  tape_and_checkpoint,  // MODEL.md's DP: the persistent schedules
+  checkpoint_only,      // without the tape branch
+};
+
+
+// Adds sizes that may be `unreachable`, saturating there.
+constexpr size_type add_or_unreachable(size_type a, size_type b) noexcept {
+  return a == unreachable || b == unreachable ? unreachable : a + b;
+}
+
+// What bounds OPT(i, l, .) for every interval, whatever the budget:
+// * need: the least m at which OPT(i, l, m) is finite (`persistent_need`);
+// * store: the least m at which the sub-schedule without recomputation (F_all(i .. l-1), then
+//   the backwards) fits with g_{l+1} held: store(L, L) = x[L] + bt[L], store(i, i) = the tape
+//   ops of stage i, store(i, l) = max(tape ops of stage i with g_{l+1}, xb[i+1] + store(i+1, l));
+//   `unreachable` for i < l without the tape branch, where no schedule avoids recomputation;
+// * S: that sub-schedule's time, fw[i] + bw[i] + S(i+1, l), summed in the order of the tape
+//   branch. Every schedule of the interval runs each of its forwards at least once and each
+//   backward once, so in exact arithmetic S <= OPT(i, l, m) for every m, with equality from
+//   store on. The DPs use both facts as rules (see `optimal_cell`).
+struct interval_bounds {
+  std::vector<size_type> need;  // [interval]
+  std::vector<size_type> store;
+  std::vector<double> S;
+};
+
+// The last m at which the DPs store OPT(i, l, m) for interval c in a table up to M: from store on
+// it is S (never, without the tape branch, where store is `unreachable`). Below `b.need[c]` when
+// nothing is stored.
+constexpr size_type stored_top(const interval_bounds& b, std::size_t c, size_type M) noexcept {
+  return b.store[c] == unreachable ? M : std::min(b.store[c] - 1, M);
+}
+
+constexpr interval_bounds make_interval_bounds(const model& md, std::vector<size_type> need,
+                                               dp_branches branches) {
+  const std::int32_t L = md.L;
+  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
+  interval_bounds b;
+  b.need = std::move(need);
+  b.store.assign(interval_count(L), 0);
+  b.S.assign(interval_count(L), 0);
+  for (std::int32_t l = 0; l <= L; ++l) {
+    for (std::int32_t i = l; i >= 0; --i) {
+      const std::size_t c = interval_index(L, i, l);
+      if (i == L) {
+        b.store[c] = md.x[at(L)] + md.bt[at(L)];
+        b.S[c] = md.bw[at(L)];
+        continue;
+      }
+      const size_type tape_ops = tape_ops_memory(md, i, l);
+      if (i == l) {
+        b.store[c] = tape_ops;
+        b.S[c] = md.fw[at(i)] + md.bw[at(i)];
+      } else {
+        const std::size_t rest = interval_index(L, i + 1, l);
+        b.store[c] = branches == dp_branches::tape_and_checkpoint
+                         ? std::max(tape_ops, md.xb[at(i + 1)] + b.store[rest])
+                         : unreachable;
+        b.S[c] = md.fw[at(i)] + md.bw[at(i)] + b.S[rest];
+      }
+    }
+  }
+  return b;
+}
+
+}  // namespace remat::detail
