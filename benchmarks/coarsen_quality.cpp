@@ -10,7 +10,7 @@
 // end (coarsening, the DP, expansion and the replay on the fine chain) with 100 and 200 blocks
 // and with automatic coarsening, one thread, at the same budgets.
 //
-// Run: build/release/benchmarks/bench_coarsen_quality (results: README-coarsening.md).
+// Run: build/release/benchmarks/bench_coarsen_quality (results: benchmarks/README.md).
 #include <remat/solve.hpp>
 #include <remat/zoo.hpp>
 

@@ -3,11 +3,15 @@
 // benchmarks/README.md, "bench_engines". The only benchmark that reaches into `remat::detail`:
 // these are the engines behind one dispatch, not an API.
 //
-// * `least_memory/<L>`: the least-memory DP on exact sizes (`pairs_per_s`: the (interval, split)
-//   pairs of `need_dp_pairs`; tuning: `exact_need_pairs_per_second`).
+// * `least_memory/<L>`: the least-memory DP of every solve, in doubles (`pairs_per_s`: the
+//   (interval, split) pairs of `need_dp_pairs`; tuning: `need_pairs_per_second`).
+// * `least_peak/<L>`: min-memory's least-peak DP, in integers, with its schedules' times
+//   (`pairs_per_s`; tuning: `exact_need_pairs_per_second`).
 // * `dense/<L>`: the dense DP on 500 slots at 30% of store-all, bounds included
 //   (`triples_per_s`; tuning: `dense_triples_per_second`, its growth with L).
 // * `dense_checkpoint_only/<L>`: the same without the tape branch (`dense_growth_cap_...`).
+// * `dense_threads/<L>`: the dense DP on two threads (the tiles' side, dense_tile.hpp), and
+//   `dense/1000`, the largest table (the huge-page allocator, platform.hpp).
 // * `frontier/<chain>`: the whole frontier DP (`work_per_s`; tuning: `frontier_work_per_second`).
 // * `search/<chain>/<percent>`: branch and bound at one budget, its lower bounds' DP included
 //   (`work_per_s`, branches looked at; tuning: `search_work_per_second`).
@@ -72,6 +76,12 @@ void least_memory(benchmark::State& state) {
   state.counters["pairs_per_s"] = per_second(dp::need_dp_pairs(md.L), state);
 }
 
+void least_peak(benchmark::State& state) {
+  const dp::model md = dp::make_model(synthetic_chain(state.range(0)), 1);
+  for (auto _ : state) benchmark::DoNotOptimize(dp::least_peak_dp(md).need.data());
+  state.counters["pairs_per_s"] = per_second(dp::need_dp_pairs(md.L), state);
+}
+
 void dense(benchmark::State& state, dp::dp_branches branches) {
   const remat::chain c = synthetic_chain(state.range(0));
   const dp::discretization d = dp::discretize(budget_at(c, 30), remat::rotor_slots);
@@ -79,10 +89,12 @@ void dense(benchmark::State& state, dp::dp_branches branches) {
   const size_type M = d.budget - md.x[0];
   double triples = 0;
   for (auto _ : state) {
-    dp::interval_bounds b = dp::make_interval_bounds(md, dp::persistent_need(md, branches), branches);
+    dp::interval_bounds b =
+        dp::make_interval_bounds(md, dp::persistent_need(md, branches), branches);
     triples = dp::main_dp_triples(b, md.L, M);
     dp::fast_layout layout = dp::make_fast_layout(b, md.L, M);
-    const dp::fast_table t = dp::optimal_dp_fast(md, std::move(b), std::move(layout), M, branches, 1);
+    const dp::fast_table t =
+        dp::optimal_dp_fast(md, std::move(b), std::move(layout), M, branches, 1);
     benchmark::DoNotOptimize(t.get(0, md.L, M));
   }
   state.counters["triples_per_s"] = per_second(triples, state);
@@ -132,23 +144,34 @@ void add(const std::string& name, Args&&... args) {
 
 [[maybe_unused]] const int registered = [] {
   auto* need = benchmark::RegisterBenchmark("least_memory", least_memory);
-  for (const std::int64_t L : {100, 200, 500}) need->Arg(L);
+  auto* peak = benchmark::RegisterBenchmark("least_peak", least_peak);
+  for (const std::int64_t L : {100, 200, 500}) {
+    need->Arg(L);
+    peak->Arg(L);
+  }
   need->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
+  peak->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
   auto* d = benchmark::RegisterBenchmark("dense", dense, dp::dp_branches::tape_and_checkpoint);
   auto* dc = benchmark::RegisterBenchmark("dense_checkpoint_only", dense,
                                           dp::dp_branches::checkpoint_only);
   for (const std::int64_t L : {50, 100, 200, 500}) {
-    d->Arg(L);
-    dc->Arg(L);
+    d->Args({L, 1});
+    dc->Args({L, 1});
   }
+  d->Args({1000, 1})->Iterations(1);
   d->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
   dc->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("dense_threads", dense, dp::dp_branches::tape_and_checkpoint)
+      ->Args({200, 2})
+      ->Args({500, 2})
+      ->MeasureProcessCPUTime()
+      ->Unit(benchmark::kMillisecond);
   for (const char* name : {"resnet101", "densenet121", "gpt2-large", "synthetic-100"})
     add("frontier/" + std::string(name), frontier, std::string(name));
   for (const char* name : {"resnet101", "resnet152", "resnet1001"})
     for (const std::int64_t percent : {30, 50})
-      add("search/" + std::string(name) + "/" + std::to_string(percent), search,
-          std::string(name), percent);
+      add("search/" + std::string(name) + "/" + std::to_string(percent), search, std::string(name),
+          percent);
   return 0;
 }();
 

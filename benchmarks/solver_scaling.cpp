@@ -5,7 +5,8 @@
 // (activations of 0.5 to 2 MB, tapes three times that, overheads; forward times 1 to 3, backward
 // twice that), and the networks of the zoo. Budgets are shares of store-all's peak.
 //
-// * `default/<chain>/<percent>`: the default solve (`auto_slots`) as `remat-solve --budget` runs it,
+// * `default/<chain>/<percent>`: the default solve (`auto_slots`) as `remat-solve --budget` runs
+// it,
 //   set against the 500-slot solve of the same budget, timed in the same process before it
 //   (counters `slots500_ms`, the best of three; `time_ratio`, default over 500 slots;
 //   `makespan_ratio`, the default's makespan over the 500-slot one's, never above 1; `exact`, 1
@@ -30,8 +31,8 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <ctime>
 #include <cstdint>
+#include <ctime>
 #include <limits>
 #include <random>
 #include <string>

@@ -8,7 +8,7 @@
 // and uses the first that exists. The optional ones (marked *) fall back to 0; the one marked **
 // falls back to another point (named beside it).
 //
-// Stage costs (MODEL.md, stage k):
+// Stage costs (docs/model.md, stage k):
 //   forward_time(s)       fw[k]   seconds, milliseconds, ...: any unit, the same for all stages
 //   backward_time(s)      bw[k]
 //   output_size(s)        x[k+1]  integral, in bytes or any memory unit
@@ -180,8 +180,9 @@ inline constexpr detail::cpo::backward_time_ns::fn backward_time{};
 inline constexpr detail::cpo::output_size_ns::fn output_size{};
 inline constexpr detail::cpo::tape_size_ns::fn tape_size{};
 inline constexpr detail::cpo::optional_fn<detail::cpo::forward_overhead_ns::fn> forward_overhead{};
-inline constexpr detail::cpo::fallback_fn<detail::cpo::recording_overhead_ns::fn,
-                                          detail::cpo::optional_fn<detail::cpo::forward_overhead_ns::fn>>
+inline constexpr detail::cpo::fallback_fn<
+    detail::cpo::recording_overhead_ns::fn,
+    detail::cpo::optional_fn<detail::cpo::forward_overhead_ns::fn>>
     recording_overhead{};
 inline constexpr detail::cpo::optional_fn<detail::cpo::backward_overhead_ns::fn>
     backward_overhead{};

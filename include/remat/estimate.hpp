@@ -99,8 +99,8 @@ inline solve_estimate estimate_plan(const chain& c, const dp_plan& p, const solv
       plan_slots(c, slots, options, rotor_slots);
       out.seconds += slots.slots_need_seconds + slots.dense_seconds;
       out.bytes = std::max(out.bytes, slots.dense_bytes);
-      out.within_limits = fits_limits(slots.slots_need_seconds + slots.dense_seconds,
-                                      slots.dense_bytes, options);
+      out.within_limits =
+          fits_limits(slots.slots_need_seconds + slots.dense_seconds, slots.dense_bytes, options);
       out.exact = false;
     }
     return out;
@@ -116,7 +116,7 @@ inline solve_estimate estimate_plan(const chain& c, const dp_plan& p, const solv
   // As `run_exact` goes: the probe, then the first engine that fits what it left.
   const std::vector<exact_candidate> candidates =
       exact_candidates(p, options, probe_seconds_of(p), probe, bounds);
-  const double probe_spent = probe.work / frontier_limits_of(p.md.L, options).rate;
+  const double probe_spent = probe.work / frontier_limits_of(p.md.L, options, p.threads).rate;
   if (probe.complete) {
     out.seconds += probe_spent;
     for (const exact_candidate& e : candidates)

@@ -1,7 +1,7 @@
 // What an executor hands to the user's code for each op: the buffers of that op, by role.
 //
 // The same three calls serve every executor; only the byte-range type differs (`std::span` on the
-// host, device pointers under CUDA). Roles follow MODEL.md for stage k of a chain of L stages:
+// host, device pointers under CUDA). Roles follow docs/model.md for stage k of a chain of L stages:
 //
 //   forward(k)  reads a_k, writes a_{k+1}; when `recording` (F_all) it also writes `saved`, the
 //               rest of the tape t_{k+1} (what backward will need beyond a_{k+1}).

@@ -1,4 +1,4 @@
-// Schedules: sequences of the five operations of MODEL.md, as a value type.
+// Schedules: sequences of the five operations of docs/model.md, as a value type.
 #pragma once
 
 #include <remat/concepts.hpp>
@@ -10,7 +10,7 @@
 
 namespace remat {
 
-/// The operations of MODEL.md.
+/// The operations of docs/model.md.
 enum class op_kind : std::uint8_t {
   forward_none,        ///< F_none(k): a_k or t_k -> a_{k+1}, drops a_k
   forward_checkpoint,  ///< F_ck(k):   a_k or t_k -> a_{k+1}, keeps its input
@@ -19,7 +19,8 @@ enum class op_kind : std::uint8_t {
   backward,            ///< B(k):      g_{k+1}, t_{k+1}, a_k or t_k -> g_k
 };
 
-/// The name MODEL.md and the chain-format contract use: `F_none`, `F_ck`, `F_all`, `loss`, `B`.
+/// The name docs/model.md and the chain-format contract use: `F_none`, `F_ck`, `F_all`, `loss`,
+/// `B`.
 constexpr std::string_view name(op_kind k) noexcept {
   switch (k) {
     case op_kind::forward_none: return "F_none";

@@ -1,5 +1,6 @@
-// The simulator: replays any op sequence on a chain exactly by MODEL.md's op table, with F_all's
-// peak held + recording_overhead (docs/recording-overhead.md; forward_overhead where none is given).
+// The simulator: replays any op sequence on a chain exactly by docs/model.md's op table, with
+// F_all's peak held + recording_overhead (docs/recording-overhead.md; forward_overhead where none
+// is given).
 //
 // It is the judge of every solver: a schedule is valid when every op finds its inputs held and
 // its output not yet held, the sequence ends exactly when g_0 is produced, and it fits a budget
@@ -21,7 +22,7 @@ namespace remat {
 /// Why an op cannot run.
 enum class replay_error : std::uint8_t {
   none,                 ///< the schedule is valid
-  bad_kind,             ///< the op's kind is none of the five of MODEL.md
+  bad_kind,             ///< the op's kind is none of the five of docs/model.md
   bad_stage,            ///< the op's stage index is outside 0..L-1 (or, for loss, is not L)
   input_missing,        ///< a forward or the loss finds neither a_k nor t_k held
   output_already_held,  ///< the op's output is already held

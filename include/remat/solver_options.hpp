@@ -137,7 +137,7 @@ struct solve_result {
   /// optimum at budget * (1 - memory_loss), and its makespan at most (1 + makespan_loss) times
   /// the exact optimum at this budget (bounds from the same DP on sizes rounded down, whose
   /// values are never above exact). 0 where the result is exact, and not computed (0) with
-  /// explicit slots.
+  /// explicit slots or with coarsening (the bounds would be the coarse chain's).
   double memory_loss = 0;
   double makespan_loss = 0;
 
@@ -154,7 +154,9 @@ class solver_error : public std::invalid_argument {
 };
 
 namespace detail {
-[[noreturn]] inline void throw_solver_error(const std::string& what) { throw solver_error(what); }
+[[noreturn]] inline void throw_solver_error(const std::string& what) {
+  throw solver_error(what);
+}
 }  // namespace detail
 
 }  // namespace remat

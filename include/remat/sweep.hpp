@@ -126,11 +126,10 @@ struct sweep_fn {
     solve_options whole_options = optimal_options;
     if (options.slots == auto_slots) {
       const dp_plan mid = choose(c, out.store_all_memory / 2, optimal_options, solver::optimal);
-      const double per_budget = mid.settled ? tuning.auto_min_exact_seconds
-                                            : mid.allowance + mid.dense_seconds;
+      const double per_budget =
+          mid.settled ? tuning.auto_min_exact_seconds : mid.allowance + mid.dense_seconds;
       whole_options.max_estimated_seconds =
-          std::min(options.max_estimated_seconds,
-                   static_cast<double>(options.points) * per_budget);
+          std::min(options.max_estimated_seconds, static_cast<double>(options.points) * per_budget);
     }
     const auto has_frontier = [&](remat::solver s) {
       return (exact || options.slots == auto_slots) &&

@@ -37,15 +37,15 @@ struct trade_off_fn {
   /// sizes (`options.slots` is not looked at): a `solver_error` where its frontier DP would pass
   /// the limits (`max_estimated_seconds`, `max_table_bytes`; coarsening shortens the chain).
   template <chain_like C>
-  constexpr trade_off_result operator()(const C& chain_in, const solve_options& options = {}) const {
+  constexpr trade_off_result operator()(const C& chain_in,
+                                        const solve_options& options = {}) const {
     const chain c = to_chain(chain_in);
     if (options.solver != solver::optimal && options.solver != solver::checkpoint_only)
       throw_solver_error("trade_off: only optimal and checkpoint-only have a curve, not " +
                          std::string(name(options.solver)));
     const whole_frontier f = make_whole_frontier(c, options, options.solver);
     trade_off_result out;
-    for (const frontier_step& p : f.table.root())
-      out.points.push_back({f.md.x[0] + p.m, p.t});
+    for (const frontier_step& p : f.table.root()) out.points.push_back({f.md.x[0] + p.m, p.t});
     return out;
   }
 };

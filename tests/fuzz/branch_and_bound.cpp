@@ -1,14 +1,14 @@
-// Fuzz target: the branch-and-bound search at one budget (detail/dp/branch_and_bound.hpp) against
+// Fuzz target: the branch-and-bound search at one budget (detail/dp/engines/search.hpp) against
 // the dense reference DP in exact units, on small fuzzed chains (sizes whose sum stays small
 // enough for the reference's table), both branch sets, 1 to 64 lower-bound slots: the same value
 // and the same schedule, bit for bit. Then a cap of a quarter of its work must stop the same
 // search, and the stopped search, resumed with other lower bounds, must reach the same result.
 // The solve runs the search only where its frontier DP would take long, which small chains never
 // do: this drives it directly.
-#include <remat/detail/dp/engines/search.hpp>
-#include <remat/detail/dp/model.hpp>
-#include <remat/detail/dp/least_memory.hpp>
 #include <remat/detail/dp/engines/reference.hpp>
+#include <remat/detail/dp/engines/search.hpp>
+#include <remat/detail/dp/least_memory.hpp>
+#include <remat/detail/dp/model.hpp>
 
 #include "dp_chains.hpp"
 #include "fuzz_input.hpp"
@@ -56,7 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const double want = ref.value[ref.at(0, md.L, m)];
   if (r.value != want) fail("the search's value is not the dense DP's");
   if (want < infinite_time) {
-    if (r.ops != optimal_ops(md, ref, 0, md.L, m)) fail("the search's schedule is not the dense DP's");
+    if (r.ops != optimal_ops(md, ref, 0, md.L, m))
+      fail("the search's schedule is not the dense DP's");
   } else if (!r.ops.empty()) {
     fail("ops for an infeasible memory");
   }

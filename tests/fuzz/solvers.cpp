@@ -11,8 +11,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <limits>
+#include <optional>
 #include <vector>
 
 namespace {
@@ -20,7 +20,7 @@ namespace {
 using remat::size_type;
 
 // With N slots a larger budget may fit less: the DP gets floor(B / ceil(B / N)) units, N - 1 for
-// some B (MODEL.md's discretization), so a budget above min_feasible_budget can be infeasible.
+// some B (docs/model.md's discretization), so a budget above min_feasible_budget can be infeasible.
 bool monotone(const remat::solve_options& o) {
   return o.slots == remat::exact_units ||
          (o.solver != remat::solver::optimal && o.solver != remat::solver::checkpoint_only);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Cross-checks remat-solve against an independent implementation of MODEL.md.
+"""Cross-checks remat-solve against an independent implementation of docs/model.md.
 
-Written from the formulas of docs/MODEL.md (with the recording overheads of the repository's
+Written from the formulas of docs/model.md (with the recording overheads of the repository's
 docs/recording-overhead.md: F_all(k) peaks at held + fa[k], fa = ft where a stage gives none),
 not from the C++: a memoized recursion for OPT(i, l, m),
 the smallest feasible budget by scanning m, and a replay simulator following the op table. On random
@@ -33,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class Model:
-    """MODEL.md's arrays: x[0..L+1], xb[0..L+1], fw/ft/fa/bw/bt[0..L] (index L is the loss)."""
+    """docs/model.md's arrays: x[0..L+1], xb[0..L+1], fw/ft/fa/bw/bt[0..L] (index L is the loss)."""
 
     def __init__(self, chain):
         stages = chain["stages"]
@@ -49,7 +49,7 @@ class Model:
 
 
 class PersistentDP:
-    """OPT(i, l, m) of MODEL.md, by memoized recursion, with the choice that achieves it."""
+    """OPT(i, l, m) of docs/model.md, by memoized recursion, with the choice that achieves it."""
 
     def __init__(self, md):
         self.md = md
@@ -65,7 +65,7 @@ class PersistentDP:
         if i == l:
             fits = m >= x[i + 1] + xb[i + 1] + fa[i] and m >= x[i] + x[i + 1] + xb[i + 1] + bt[i]
             return (fw[i] + bw[i], "base") if fits else (INF, None)
-        # No mmin: each branch checks the peaks of its own ops (with fa = ft, MODEL.md's mmin is
+        # No mmin: each branch checks the peaks of its own ops (with fa = ft, docs/model.md's mmin is
         # implied by them, so this is its DP).
         value, choice = INF, None
         if m >= x[l + 1] + xb[i + 1] + fa[i] and m >= x[i] + x[i + 1] + xb[i + 1] + bt[i]:
@@ -123,7 +123,7 @@ class ReplayError(Exception):
 
 
 def replay(md, ops):
-    """Replays (name, stage) ops by MODEL.md's op table. Returns (makespan, peak)."""
+    """Replays (name, stage) ops by docs/model.md's op table. Returns (makespan, peak)."""
     L, x, xb = md.L, md.x, md.xb
     held = {("a", 0)}
     size = {"a": lambda k: x[k], "g": lambda k: x[k], "t": lambda k: xb[k]}
@@ -384,7 +384,7 @@ def main():
             print(" -", f)
         return 1
     print(f"model_oracle: {checker.runs} runs of remat-solve on {args.chains} random chains and "
-          f"resnet18 agree with MODEL.md ({checker.infeasible} infeasible budgets; the exhaustive "
+          f"resnet18 agree with docs/model.md ({checker.infeasible} infeasible budgets; the exhaustive "
           f"solver beat the persistent optimum {checker.exhaustive_better} times)")
     return 0
 

@@ -1,4 +1,4 @@
-// The homogeneous chain of MODEL.md and Griewank & Walther's binomial count, the oracle the
+// The homogeneous chain of docs/model.md and Griewank & Walther's binomial count, the oracle the
 // checkpointing solvers are tested against.
 #pragma once
 

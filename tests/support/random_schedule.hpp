@@ -1,4 +1,4 @@
-// Random valid schedules: random walks over MODEL.md's ops, persistent or not, so that memory
+// Random valid schedules: random walks over docs/model.md's ops, persistent or not, so that memory
 // plans and executors meet the odd sequences no solver returns (a_k and t_k held together,
 // activations recomputed many times, checkpoints dropped late).
 #pragma once

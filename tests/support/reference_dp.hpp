@@ -1,9 +1,9 @@
-// An independent, deliberately plain transcription of MODEL.md's dynamic program, with the
+// An independent, deliberately plain transcription of docs/model.md's dynamic program, with the
 // recording overheads of docs/recording-overhead.md (fa[k] for F_all; fa = ft where a stage gives
-// none, and then it is MODEL.md's DP), used as an
+// none, and then it is docs/model.md's DP), used as an
 // oracle for the library's DP. It memoizes OPT(i, l, m) by recursion and shares nothing with
 // include/remat/solvers/optimal.hpp, so the two agreeing means something. Two knobs reproduce the
-// variants MODEL.md discusses: Rotor's tape-branch check, and the DP without the tape branch.
+// variants docs/model.md discusses: Rotor's tape-branch check, and the DP without the tape branch.
 #pragma once
 
 #include <remat/chain.hpp>
@@ -17,7 +17,7 @@
 namespace remat::testing {
 
 enum class tape_check : std::uint8_t {
-  exact,  ///< MODEL.md: the forward of the tape branch holds g_{l+1}, of size x[l+1]
+  exact,  ///< docs/model.md: the forward of the tape branch holds g_{l+1}, of size x[l+1]
   rotor,  ///< Rotor's check: x[i+1], as in the base case of stage i
 };
 

@@ -265,8 +265,9 @@ TEST_CASE("the time limit is an option: tiny refuses, infinity turns the check o
 }
 
 // Found by fuzz_solvers: with N slots the DP gets floor(B / ceil(B / N)) units, which is N - 1 for
-// some budgets, so a budget above min_feasible_budget may not fit the rounded sizes (MODEL.md's
-// discretization). The solver then still returns the fastest schedule when its own peak fits.
+// some budgets, so a budget above min_feasible_budget may not fit the rounded sizes
+// (docs/model.md's discretization). The solver then still returns the fastest schedule when its own
+// peak fits.
 TEST_CASE("slots: a huge budget may lose a unit to rounding; the fastest schedule still fits") {
   chain c;
   c.stages = {{1e300, 0, 10, 10, 0, 0}};
@@ -292,9 +293,8 @@ TEST_CASE("gigabyte sizes: exact units need no table; a dense table over the lim
   const size_type below = store_all(c).peak_memory - 1;
   CHECK(solve_checked(c, below, {.slots = remat::exact_units, .max_table_bytes = limit}) ==
         outcome::schedule);
-  CHECK_THROWS_WITH_AS(
-      (void)remat::solve(c, below, {.slots = below, .max_table_bytes = limit}),
-      doctest::Contains("max_table_bytes"), remat::solver_error);
+  CHECK_THROWS_WITH_AS((void)remat::solve(c, below, {.slots = below, .max_table_bytes = limit}),
+                       doctest::Contains("max_table_bytes"), remat::solver_error);
   CHECK(solve_checked(c, int64_max, {.slots = remat::rotor_slots}) == outcome::schedule);
 }
 

@@ -1,4 +1,4 @@
-// Op names and the text form of ops and schedules (the names of MODEL.md and chain-format.md).
+// Op names and the text form of ops and schedules (the names of docs/model.md and chain-format.md).
 #include <remat/schedule.hpp>
 
 #include <doctest/doctest.h>

@@ -98,7 +98,8 @@ TEST_CASE("F_all peaks with the recording overhead, F_none and F_ck with the for
   // The schedule of the test above, with recording overheads 1, 2, 3 (forward: 10, 20, 30):
   // F_all(2) peaks at 13 + 3, F_all(0) at 9 + 1, F_all(1) at 16 + 2; the rest is unchanged.
   remat::chain c = distinct();
-  for (std::size_t k = 0; k < 3; ++k) c.stages[k].recording_overhead = static_cast<size_type>(k + 1);
+  for (std::size_t k = 0; k < 3; ++k)
+    c.stages[k].recording_overhead = static_cast<size_type>(k + 1);
   const std::vector<op> ops = {f_ck(0),  f_none(1), f_all(2),    loss,       backward(2),
                                f_all(0), f_all(1),  backward(1), backward(0)};
   const replay_result r = remat::simulate(c, ops);
@@ -155,7 +156,7 @@ TEST_CASE("bad_stage: a stage outside 0..L-1") {
                 {'a', 2});
 }
 
-TEST_CASE("bad_kind: an op kind outside the five of MODEL.md") {
+TEST_CASE("bad_kind: an op kind outside the five of docs/model.md") {
   const op bogus{static_cast<remat::op_kind>(9), 0};
   check_invalid({f_all(0), bogus}, replay_error::bad_kind, 1, {'a', 0});
   const std::vector<op> ops = {bogus};

@@ -3,7 +3,7 @@
 //
 // With s = floor(sqrt(L)), the inputs of stages 0, s, 2s, ... are stored, which cuts the chain
 // into runs of s stages (the last run is what remains after the last multiple of s below L, so it
-// has between 1 and s stages). In MODEL.md's ops it is the segmented schedule of
+// has between 1 and s stages). In docs/model.md's ops it is the segmented schedule of
 // `detail::segmented_ops`: every run but the last runs forward with F_ck at its first stage and
 // F_none at the others; the last run records its tapes (F_all), so, as the paper counts, only the
 // stages before the last run are computed twice; in backward each earlier run is recomputed once

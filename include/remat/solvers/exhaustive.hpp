@@ -1,9 +1,9 @@
 // Exhaustive search: the least-time schedule over *all* op sequences, persistent or not.
 //
-// A state is the set of held tensors (a_0..a_L, t_1..t_L, g_0..g_L); every op of MODEL.md whose
-// peak fits the budget is an edge weighted by its time, and Dijkstra finds the cheapest path from
-// {a_0} to any state holding g_0. Exponential in the chain length: the ground truth for tests on
-// chains of a handful of stages.
+// A state is the set of held tensors (a_0..a_L, t_1..t_L, g_0..g_L); every op of docs/model.md
+// whose peak fits the budget is an edge weighted by its time, and Dijkstra finds the cheapest path
+// from {a_0} to any state holding g_0. Exponential in the chain length: the ground truth for tests
+// on chains of a handful of stages.
 #pragma once
 
 #include <remat/chain.hpp>
@@ -19,8 +19,8 @@
 #include <limits>
 #include <queue>
 #include <string>
-#include <utility>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace remat {
@@ -150,8 +150,7 @@ solve_result solve_exhaustive(const C& chain_in, size_type budget, const solve_o
   if (c.length() > exhaustive_max_stages)
     detail::throw_solver_error("exhaustive: the chain has " + std::to_string(c.length()) +
                                " stages; the search over all op sequences is limited to " +
-                               std::to_string(exhaustive_max_stages) +
-                               " (use the optimal solver)");
+                               std::to_string(exhaustive_max_stages) + " (use the optimal solver)");
   // Store-all is always a path, so the least-peak search always succeeds.
   const auto least_peak = detail::exhaustive_search(
       c, std::numeric_limits<size_type>::max(), c.input_size,

@@ -23,12 +23,12 @@
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
 #include <remat/detail/dp/cost.hpp>
+#include <remat/detail/dp/dispatch.hpp>
 #include <remat/detail/dp/least_memory.hpp>
 #include <remat/detail/dp/model.hpp>
 #include <remat/detail/verify/finish.hpp>
 #include <remat/schedule.hpp>
 #include <remat/solver_options.hpp>
-#include <remat/detail/dp/dispatch.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -18,8 +18,8 @@
 // t(L, s) advances (the tests check both against the formula), and its peak is s + 4 (the
 // snapshots, the state worked on, a tape and two gradients), so at budget M it uses M - 4
 // snapshots and takes L + t(L, M - 4). That is one forward less than `checkpoint-only` at the
-// same M (MODEL.md's L + t(L, M - 4) + 1): Revolve's turn of the last step records it and
-// reverses it at once, which in MODEL.md's ops is the loss reading the tape t_L, a use of the
+// same M (docs/model.md's L + t(L, M - 4) + 1): Revolve's turn of the last step records it and
+// reverses it at once, which in docs/model.md's ops is the loss reading the tape t_L, a use of the
 // tape branch that the DP without it cannot make. This mapping is the judgement call; it is what
 // Revolve does, and still a persistent schedule, so `optimal` is never slower.
 //

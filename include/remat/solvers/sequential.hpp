@@ -2,7 +2,7 @@
 // with the segment count tuned to the budget.
 //
 // With k segments the L stages are cut into runs of floor(L / k) stages, the last run taking
-// the rest (k = 1 .. L; PyTorch refuses more segments than stages). In MODEL.md's ops:
+// the rest (k = 1 .. L; PyTorch refuses more segments than stages). In docs/model.md's ops:
 //   forward   every run but the last: F_ck at its first stage (its input is kept, as
 //             `checkpoint` keeps its argument), F_none at the others (run without grad);
 //             the last run: F_all at every stage (run normally, recording its tapes); the loss;

@@ -1,4 +1,4 @@
-// How the zoo turns the layers of one stage into the model's costs (MODEL.md).
+// How the zoo turns the layers of one stage into the model's costs (docs/model.md).
 //
 // A `stage_recorder` is told, op by op, what each layer of a stage reads, which new buffers it
 // allocates, and what it saves for its backward (as PyTorch's autograd does). From that record it

@@ -30,7 +30,7 @@ using remat::testing::homogeneous;
 constexpr remat::solve_options exact{.solver = remat::solver::checkpoint_only,
                                      .slots = remat::exact_units};
 
-// MODEL.md's oracle: on the homogeneous chain the makespan at total budget M is
+// docs/model.md's oracle: on the homogeneous chain the makespan at total budget M is
 // L + t(L, M - 4) + 1, t(l, s) = r l - C(s + r, s + 1), r the least with C(s + r, s) >= l;
 // negative when no schedule fits.
 double homogeneous_makespan(std::int64_t length, std::int64_t budget) {
@@ -193,7 +193,7 @@ TEST_CASE("checkpoint-only: from remat::solve, by name, errors, and at compile t
   }
   // The frontier DP's memory has its limit too; below the least budget no frontier is needed.
   CHECK_THROWS_WITH_AS((void)remat::solve_checkpoint_only(c, least, {.max_table_bytes = 1}),
-                       doctest::Contains("checkpoint-only: refused before starting"),
+                       doctest::Contains("checkpoint-only: refused: the exact DP"),
                        remat::solver_error);
   CHECK_FALSE(remat::solve_checkpoint_only(c, least - 1, {.max_table_bytes = 1}).feasible);
   static_assert([] {

@@ -140,7 +140,7 @@ TEST_CASE("the search fits below the least persistent budget") {
 // At 11, F_ck(0) F_all(1) F_none(1) F_all(2) loss B(2) F_all(0) B(1) B(0) holds t2 and a2 at
 // once (stage 1 run twice, 0.5 each) and recomputes stage 0 once: 7 + 0.5 + 2 = 9.5, peak 11 in
 // F_none(1) (a1 t2 a2 + 4), B(2) and B(1). The best persistent schedule takes 11.5: the
-// library's DP and the independent transcription of MODEL.md agree.
+// library's DP and the independent transcription of docs/model.md agree.
 TEST_CASE("the search beats the best persistent schedule") {
   chain c;
   c.stages = {{2, 1.5, 3, 4, 1, 0}, {0.5, 1.5, 2, 2, 4, 0}, {1, 0, 0, 3, 0, 2}};

@@ -306,7 +306,7 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
 
   TEST_CASE("usage errors: exit 2, nothing on stdout, what to fix on stderr") {
     check_usage_error({}, "no chain file given");
-    check_usage_error({tiny}, "missing --budget SIZE (or --sweep, or --info)");
+    check_usage_error({tiny}, "missing --budget SIZE (or --sweep, --info or --frontier)");
     check_usage_error({tiny, "--budget"}, "--budget needs a value");
     check_usage_error({tiny, "--budget", "5", "--budget", "6"}, "--budget is given twice");
     check_usage_error({tiny, "--budget", "5", "--frobnicate"}, "unknown option '--frobnicate'");
@@ -528,9 +528,9 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
       const long long least = remat::solve_optimal(c, 0).min_feasible_budget;
       const long long least_exact =
           remat::solve_optimal(c, 0, {.slots = remat::exact_units}).min_feasible_budget;
-      // The largest single-stage need, from MODEL.md's op table: F_all(k) holds its input and its
-      // tape with its overhead; B(k) its input, the tape, g_{k+1}, g_k and its overhead; the loss
-      // a_L (or t_L), g_L and its overhead.
+      // The largest single-stage need, from docs/model.md's op table: F_all(k) holds its input and
+      // its tape with its overhead; B(k) its input, the tape, g_{k+1}, g_k and its overhead; the
+      // loss a_L (or t_L), g_L and its overhead.
       long long largest = 0;
       std::size_t largest_stage = 0;
       for (std::size_t k = 0; k <= c.length(); ++k) {

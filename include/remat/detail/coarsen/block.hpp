@@ -3,9 +3,9 @@
 // at a stage in O(1) per start, with the same arithmetic `remat::coarsen` uses.
 //
 // Block [s, e) of the fine chain (stages s .. e-1) becomes one coarse stage. With x, xb, ft, bt
-// the fine chain's sizes as in MODEL.md, fa its recording-forward overheads
-// (docs/recording-overhead.md; fa = ft where a stage gives none), T = xb[s+1] + ... + xb[e] and, for s <= k < e,
-// tail(k) = xb[k+2] + ... + xb[e] (the block's tapes past t_{k+1}), its costs are:
+// the fine chain's sizes as in docs/model.md, fa its recording-forward overheads
+// (docs/recording-overhead.md; fa = ft where a stage gives none), T = xb[s+1] + ... + xb[e] and,
+// for s <= k < e, tail(k) = xb[k+2] + ... + xb[e] (the block's tapes past t_{k+1}), its costs are:
 //
 //   output  x[e]                         the last stage's output
 //   tape    T                            what F_all(s), ..., F_all(e-1) leave: every fine tape
@@ -19,8 +19,8 @@
 //   bt      max(0, x[s+1] + bt[s] - tail(s) - x[e],
 //                  max_{s<k<e} x[k] + x[k+1] + bt[k] - tail(k) - x[s] - x[e])
 //
-// Why these are safe (MODEL.md's op table). A coarse op expands to fine ops: F_none and F_all of
-// the block to F_none (resp. F_all) of each of its stages in order, F_ck of the block to F_ck(s)
+// Why these are safe (docs/model.md's op table). A coarse op expands to fine ops: F_none and F_all
+// of the block to F_none (resp. F_all) of each of its stages in order, F_ck of the block to F_ck(s)
 // then F_none(s+1 .. e-1) (a checkpoint keeps the block's input only), B of the block to
 // B(e-1), ..., B(s), loss to loss. Between coarse ops the fine chain holds exactly the image of
 // what the coarse one holds (a_b -> a_s, g_b -> g_s, t_b -> every tape of the block before it),
@@ -103,7 +103,7 @@ class block_builder {
     return std::max({size_type{0}, backward_first_ - out, backward_inner_now_ - out});
   }
   // The least total memory in which the block alone runs as one coarse stage: holding its input,
-  // F_all then B with its output's gradient held (MODEL.md's base case, input included). No
+  // F_all then B with its output's gradient held (docs/model.md's base case, input included). No
   // coarse chain holding this block fits a smaller budget.
   [[nodiscard]] constexpr size_type need() const {
     const size_type in = input_size();
@@ -123,15 +123,15 @@ class block_builder {
   std::int32_t end_;
   std::int32_t start_;
   size_type tape_ = 0;
-  size_type forward_first_ = lowest;       // x[s+1] + ft[s]
-  size_type backward_first_ = lowest;      // x[s+1] + bt[s] - tail(s)
-  size_type forward_inner_ = lowest;       // max x[k] + x[k+1] + ft[k] over stages k >= s
-  size_type backward_inner_ = lowest;      // max x[k] + x[k+1] + bt[k] - tail(k) over k >= s
-  size_type forward_inner_now_ = lowest;   // the same over k > s
-  size_type recording_first_ = lowest;     // x[s+1] + fa[s]
-  size_type recording_inner_ = lowest;     // max x[k] + x[k+1] + fa[k] over stages k >= s
-  size_type recording_inner_now_ = lowest; // the same over k > s
-  size_type backward_inner_now_ = lowest;  // max over k > s, minus x[s]
+  size_type forward_first_ = lowest;        // x[s+1] + ft[s]
+  size_type backward_first_ = lowest;       // x[s+1] + bt[s] - tail(s)
+  size_type forward_inner_ = lowest;        // max x[k] + x[k+1] + ft[k] over stages k >= s
+  size_type backward_inner_ = lowest;       // max x[k] + x[k+1] + bt[k] - tail(k) over k >= s
+  size_type forward_inner_now_ = lowest;    // the same over k > s
+  size_type recording_first_ = lowest;      // x[s+1] + fa[s]
+  size_type recording_inner_ = lowest;      // max x[k] + x[k+1] + fa[k] over stages k >= s
+  size_type recording_inner_now_ = lowest;  // the same over k > s
+  size_type backward_inner_now_ = lowest;   // max over k > s, minus x[s]
   bool has_inner_ = false;
 };
 

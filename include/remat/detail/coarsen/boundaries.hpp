@@ -10,15 +10,14 @@
 //      least feasible budget from below, so this keeps the budgets the fine chain could meet
 //      within reach;
 //   2. among the partitions reaching that, the sum of the activations at the cuts: the coarse
-//      chain's checkpoints can only be those, so small ones leave it the most room. (Minimising
-//      the sum of the needs instead lost up to 1.1 points more of makespan in
-//      benchmarks/coarsen_quality.cpp; the cut activations alone, without step 1, won on GPT-2
-//      and lost up to 1.7 points on ResNet-50; README-coarsening.md.)
+//      chain's checkpoints can only be those, so small ones leave it the most room. (The
+//      alternatives, the sum of the needs, or the cut activations without step 1, lose makespan
+//      on some networks: benchmarks/coarsen_quality.cpp, benchmarks/README.md.)
 //
 // Two exact dynamic programs over cut points (min-max, then min-sum under the bound), each
 // O(K * L * W) with W = 2 ceil(L / K) the longest block allowed, that is O(L^2) whatever K,
-// each step a lookup in a table of the blocks' needs: 0.1 s at 5000 stages
-// (benchmarks/README-coarsening.md). The length bound keeps blocks balanced in stage count too
+// each step a lookup in a table of the blocks' needs (timed by benchmarks/coarsen_quality.cpp).
+// The length bound keeps blocks balanced in stage count too
 // (the coarse solver's freedom comes from the number of boundaries, not from where the mass is).
 //
 // `even`: block b holds stages floor(b L / K) .. floor((b + 1) L / K) - 1.

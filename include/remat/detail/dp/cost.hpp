@@ -113,8 +113,12 @@ inline std::string readable_bytes(double n) {
   char text[48];
   if (n >= 1073741824.0)
     std::snprintf(text, sizeof text, "%.1f GiB", n / 1073741824.0);
+  else if (n >= 1048576.0)
+    std::snprintf(text, sizeof text, "%.0f MiB", n / 1048576.0);
+  else if (n >= 1024.0)
+    std::snprintf(text, sizeof text, "%.0f KiB", n / 1024.0);
   else
-    std::snprintf(text, sizeof text, "%.0f MiB", n / 1048576.0 + 0.5);
+    std::snprintf(text, sizeof text, "%.0f bytes", n);
   return text;
 }
 
@@ -179,13 +183,16 @@ constexpr frontier_fixed_cost frontier_classes_cost(std::int32_t L) noexcept {
 
 // The least work of the frontier DP on a chain of L stages, whatever its frontiers: every interval
 // tries each of its split points once (an upper bound on that least where intervals repeat).
-constexpr double frontier_least_work(std::int32_t L) noexcept { return need_dp_pairs(L); }
+constexpr double frontier_least_work(std::int32_t L) noexcept {
+  return need_dp_pairs(L);
+}
 
 // Throws the refusal of an exact solve estimated over the limits, saying what to change.
-[[noreturn]] inline void refuse_frontier(std::string_view solver_name, const chain& c, double seconds,
-                            double bytes, const solve_options& options, std::size_t byte_limit) {
+[[noreturn]] inline void refuse_frontier(std::string_view solver_name, const chain& c,
+                                         double seconds, double bytes, const solve_options& options,
+                                         std::size_t byte_limit) {
   std::string text(solver_name);
-  text += ": refused before starting: the exact DP for " + std::to_string(c.length()) +
+  text += ": refused: the exact DP for " + std::to_string(c.length()) +
           " stages is estimated at up to " + readable_seconds(seconds) + " and " +
           readable_bytes(bytes) + " (limit " + readable_seconds(options.max_estimated_seconds) +
           ", max_estimated_seconds, and " + readable_bytes(static_cast<double>(byte_limit)) +
@@ -197,4 +204,3 @@ constexpr double frontier_least_work(std::int32_t L) noexcept { return need_dp_p
 }
 
 }  // namespace remat::detail
-

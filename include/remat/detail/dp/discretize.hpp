@@ -1,9 +1,9 @@
-// Turning a byte budget into integer memory slots (MODEL.md, "Discretization").
+// Turning a byte budget into integer memory slots (docs/model.md, "Slots and exact units").
 #pragma once
 
 #include <remat/chain.hpp>
-#include <remat/detail/dp/model.hpp>
 #include <remat/detail/dp/least_memory.hpp>
+#include <remat/detail/dp/model.hpp>
 #include <remat/solver_options.hpp>
 
 #include <algorithm>
@@ -20,7 +20,7 @@ struct discretization {
 // `exact_units` keeps the sizes as given.
 constexpr discretization discretize(size_type budget, size_type slots) {
   if (budget < 0) throw_solver_error("the budget must be >= 0");
-  if (slots < 0) throw_solver_error("slots must be > 0 (or exact_units)");
+  if (slots < 0) throw_solver_error("slots must be > 0 (or exact_units, or auto_slots)");
   if (slots == exact_units) return {1, budget};
   const size_type unit = budget / slots + (budget % slots != 0 ? 1 : 0);
   if (unit <= 1) return {1, budget};

@@ -29,6 +29,7 @@
 #include <remat/detail/dp/engines/reference.hpp>
 #include <remat/detail/dp/engines/search.hpp>
 #include <remat/detail/dp/engines/search_bounds.hpp>
+#include <remat/detail/dp/frontier_solve.hpp>
 #include <remat/detail/dp/intervals.hpp>
 #include <remat/detail/dp/least_memory.hpp>
 #include <remat/detail/dp/model.hpp>
@@ -53,12 +54,6 @@
 
 namespace remat::detail {
 
-// The branches of each DP solver: the one place that maps them.
-constexpr dp_branches branches_of(solver s) noexcept {
-  return s == solver::checkpoint_only ? dp_branches::checkpoint_only
-                                      : dp_branches::tape_and_checkpoint;
-}
-
 enum class dp_mode : std::uint8_t {
   automatic,  // `auto_slots`: exact where cheap, else 500 slots with a bound
   exact,      // `exact_units`: exact within the limits, or refused
@@ -72,156 +67,15 @@ constexpr dp_mode mode_of(size_type slots) {
   return dp_mode::slots;
 }
 
-[[noreturn]] inline void throw_makespan_overflow(solver which) {
-  throw_solver_error(std::string(name(which)) +
-                     ": the makespan overflows a double at this budget; scale the chain's times "
-                     "down");
-}
-
-// F_ck(0 .. L-1), loss, then F_all(i), B(i) for i = L-1 .. 0: every activation checkpointed,
-// each stage recomputed once with its tape. Every schedule of the DP without the tape branch
-// forwards each stage at least twice, and this one forwards each exactly twice.
-constexpr std::vector<op> checkpoint_all_ops(std::int32_t length) {
-  std::vector<op> ops;
-  ops.reserve(4 * static_cast<std::size_t>(length) + 1);
-  for (std::int32_t k = 0; k < length; ++k) ops.push_back(f_ck(k));
-  ops.push_back(loss_op(length));
-  for (std::int32_t k = length - 1; k >= 0; --k) {
-    ops.push_back(f_all(k));
-    ops.push_back(backward(k));
-  }
-  return ops;
-}
-
-// The fastest schedule the DP can reach, store-all with the tape branch and checkpoint-all
-// without it, replayed on the chain's own sizes: the answer wherever its peak fits.
-struct fastest_schedule {
-  std::vector<op> ops;
-  replay_result bytes;
-
-  // The least feasible budget once this schedule is known to fit from its own peak up.
-  [[nodiscard]] constexpr size_type lower(size_type min_budget) const noexcept {
-    return min_budget == solve_result::no_budget || bytes.peak_memory < min_budget
-               ? bytes.peak_memory
-               : min_budget;
-  }
-};
-
-constexpr fastest_schedule fastest_schedule_of(const chain& c, dp_branches branches) {
-  const auto L = static_cast<std::int32_t>(c.length());
-  fastest_schedule f;  // (a conditional of two vector calls trips g++ 12 in constexpr)
-  if (branches == dp_branches::tape_and_checkpoint)
-    f.ops = store_all_ops(L);
-  else
-    f.ops = checkpoint_all_ops(L);
-  f.bytes = replay(c, f.ops);
-  return f;
-}
-
-// What the frontier DP may spend under `options`: its threads, its rate (work units a second on
-// them, at most one a core), the table limit, and the fixed cost of the intervals' classes.
-struct frontier_limits {
-  unsigned threads = 1;
-  double rate = 0;
-  std::size_t byte_limit = 0;
-  frontier_fixed_cost fixed;
-
-  // The points that fit the table limit beside the classes.
-  [[nodiscard]] double max_points() const noexcept {
-    return (static_cast<double>(byte_limit) - fixed.bytes) / frontier_point_bytes;
-  }
-};
-
-inline frontier_limits frontier_limits_of(std::int32_t L, const solve_options& options) {
-  frontier_limits f;
-  f.threads = dp_threads(options.threads);
-  f.rate = tuning.frontier_work_per_second *
-           std::min(f.threads, std::max(1U, std::thread::hardware_concurrency()));
-  f.byte_limit = options.max_table_bytes.value_or(default_table_limit());
-  f.fixed = frontier_classes_cost(L);
-  return f;
-}
-
-// The whole frontier of a chain on its own sizes (every budget at once: the curve, the sweeps,
-// min-memory), exact within the limits of `options` or refused; with the least budget and the
-// fastest schedule, which answer wherever the frontier's root would not (`at`).
-struct whole_frontier {
-  model md;
-  interval_bounds bounds;  // store and S, read only where the sums round
-  frontier_table table;
-  fastest_schedule fastest;
-  size_type min_feasible_budget = solve_result::no_budget;
-};
-
-constexpr whole_frontier make_whole_frontier(const chain& c, const solve_options& options,
-                                             solver which) {
-  const dp_branches branches = branches_of(which);
-  whole_frontier w;
-  w.md = make_model(c, 1);
-  if (!w.md.exact_sums) w.bounds = make_interval_bounds(w.md, {}, branches);
-  frontier_options fo{.branches = branches};
-  if (!std::is_constant_evaluated()) {
-    const frontier_limits limits = frontier_limits_of(w.md.L, options);
-    const double seconds = limits.fixed.seconds;
-    if (limits.fixed.bytes > static_cast<double>(limits.byte_limit) ||
-        seconds > options.max_estimated_seconds)
-      refuse_frontier(name(which), c, seconds, limits.fixed.bytes, options, limits.byte_limit);
-    fo.threads = limits.threads;
-    fo.max_work = (options.max_estimated_seconds - seconds) * limits.rate;
-    fo.max_points = limits.max_points();
-  }
-  w.table = frontier_dp(w.md, w.bounds, fo);
-  if (!w.table.complete) {
-    const frontier_limits limits = frontier_limits_of(w.md.L, options);
-    refuse_frontier(name(which), c, limits.fixed.seconds + w.table.projected_work / limits.rate,
-                    limits.fixed.bytes + w.table.projected_points * frontier_point_bytes, options,
-                    limits.byte_limit);
-  }
-  const std::vector<frontier_step>& root = w.table.root();
-  w.min_feasible_budget = root.empty() ? solve_result::no_budget : w.md.x[0] + root.front().m;
-  // The fastest schedule is the answer wherever its peak fits, whatever the frontier says there:
-  // at sizes whose sums pass 2^62 the DP's arithmetic saturates and its root can miss it.
-  w.fastest = fastest_schedule_of(c, branches);
-  w.min_feasible_budget = w.fastest.lower(w.min_feasible_budget);
-  return w;
-}
-
-// The result at `budget` of a frontier table of the chain (whole, or capped at least there).
-constexpr solve_result frontier_result(const chain& c, const model& md, const frontier_table& t,
-                                       const fastest_schedule& fastest, size_type min_feasible,
-                                       size_type budget, solver which) {
-  if (budget < 0) throw_solver_error("the budget must be >= 0");
-  solve_result out;
-  out.budget = budget;
-  out.min_feasible_budget = min_feasible;
-  out.exact = true;  // the least budget is exact: nothing fits below it
-  if (fastest.bytes.peak_memory <= budget) {
-    solve_result r = finish(c, which, budget, fastest.ops, fastest.bytes.makespan);
-    r.min_feasible_budget = min_feasible;
-    r.exact = true;
-    return r;
-  }
-  if (budget < min_feasible || t.root().empty()) return out;
-  const size_type m = budget - md.x[0];
-  const double value = t.value(0, md.L, m);
-  if (!(value < infinite_time)) throw_makespan_overflow(which);
-  solve_result r = finish(c, which, budget, frontier_ops(md, t, 0, md.L, m), value);
-  r.min_feasible_budget = min_feasible;
-  r.exact = true;
-  return r;
-}
-
-constexpr solve_result whole_frontier_at(const chain& c, const whole_frontier& w, size_type budget,
-                                         solver which) {
-  return frontier_result(c, w.md, w.table, w.fastest, w.min_feasible_budget, budget, which);
-}
-
 // A solve at one budget, decided before any DP over memory runs.
 struct dp_plan {
   solver which = solver::optimal;
   dp_branches branches = dp_branches::tape_and_checkpoint;
   dp_mode mode = dp_mode::automatic;
   size_type budget = 0;
+  // The threads the estimates count: one in the default, whose choice between exact and 500
+  // slots must not depend on the threads or the machine; the solve's own otherwise.
+  unsigned threads = 1;
   model md;  // on the chain's own sizes
   fastest_schedule fastest;
   size_type min_feasible_budget = solve_result::no_budget;
@@ -241,7 +95,7 @@ struct dp_plan {
   std::vector<size_type> rounded_need;  // its least-memory DP
   double dense_seconds = 0;             // the dense DP's estimate on it
   double dense_bytes = 0;
-  double slots_need_seconds = 0;        // the least-memory DPs of its least budget
+  double slots_need_seconds = 0;  // the least-memory DPs of its least budget
   // The default falls back on that DP (within the limits) where no exact engine finishes.
   bool fallback = false;
 };
@@ -254,7 +108,7 @@ inline void plan_slots(const chain& c, dp_plan& p, const solve_options& options,
   p.unit = discretize(p.budget, slots);
   p.rounded = make_model(c, p.unit.unit);
   p.slots_need_seconds = need_dp_seconds(c, need_dp_runs(c, slots));
-  const unsigned threads = dp_threads(options.threads);
+  const unsigned threads = p.threads;
   if (p.mode == dp_mode::slots)
     check_dp_seconds(name(p.which), c, slots, p.slots_need_seconds, need_dp_bytes(p.rounded.L),
                      options, "finding the least budget");
@@ -277,6 +131,7 @@ inline dp_plan choose(const chain& c, size_type budget, const solve_options& opt
   p.branches = branches_of(which);
   p.mode = mode_of(options.slots);
   p.budget = budget;
+  p.threads = p.mode == dp_mode::automatic ? 1U : dp_threads(options.threads);
   p.fastest = fastest_schedule_of(c, p.branches);
   if (p.mode == dp_mode::slots) {
     plan_slots(c, p, options, options.slots);
@@ -293,8 +148,7 @@ inline dp_plan choose(const chain& c, size_type budget, const solve_options& opt
                    "finding the least budget");
   p.need = persistent_need(p.md, p.branches);
   const size_type least = persistent_min_budget(p.md, p.need);
-  p.min_feasible_budget =
-      p.fastest.lower(least == unreachable ? solve_result::no_budget : least);
+  p.min_feasible_budget = p.fastest.lower(least == unreachable ? solve_result::no_budget : least);
   p.settled = budget >= p.fastest.bytes.peak_memory || budget < p.min_feasible_budget;
   if (p.settled) return p;
   if (p.mode == dp_mode::exact) {
@@ -307,8 +161,8 @@ inline dp_plan choose(const chain& c, size_type budget, const solve_options& opt
   plan_slots(c, p, options, rotor_slots);
   const double slots_seconds = p.slots_need_seconds + p.dense_seconds;
   p.fallback = !(p.need_seconds + p.dense_seconds > options.max_estimated_seconds) &&
-               !(p.dense_bytes > static_cast<double>(
-                                     options.max_table_bytes.value_or(default_table_limit())));
+               !(p.dense_bytes >
+                 static_cast<double>(options.max_table_bytes.value_or(default_table_limit())));
   p.allowance = p.fallback ? std::min(options.max_estimated_seconds,
                                       std::max(tuning.auto_min_exact_seconds,
                                                tuning.auto_exact_share * slots_seconds))
@@ -378,8 +232,8 @@ constexpr solve_result run_slots(const chain& c, const dp_plan& p, const solve_o
   const size_type top =
       std::min(p.unit.budget, replay(to_chain(p.rounded), p.fastest.ops).peak_memory);
   const double need_seconds = p.mode == dp_mode::slots ? p.slots_need_seconds : 0;
-  dense_run run = run_dense(c, p.rounded, p.rounded_need, top - p.rounded.x[0], p.branches,
-                            options, p.which, p.slots, need_seconds);
+  dense_run run = run_dense(c, p.rounded, p.rounded_need, top - p.rounded.x[0], p.branches, options,
+                            p.which, p.slots, need_seconds);
   if (!(run.makespan < infinite_time)) throw_makespan_overflow(p.which);
   solve_result r = finish(c, p.which, p.budget, std::move(run.ops), run.makespan);
   r.min_feasible_budget = out.min_feasible_budget;
@@ -437,7 +291,7 @@ inline std::vector<exact_candidate> exact_candidates(const dp_plan& p, const sol
                                                      std::optional<lower_bound_plan>& bounds) {
   const model& md = p.md;
   const size_type m = p.budget - md.x[0];
-  const frontier_limits limits = frontier_limits_of(md.L, options);
+  const frontier_limits limits = frontier_limits_of(md.L, options, p.threads);
   std::vector<exact_candidate> out;
   probe = frontier_dp(md, {},
                       {.branches = p.branches,
@@ -448,24 +302,23 @@ inline std::vector<exact_candidate> exact_candidates(const dp_plan& p, const sol
                        .cap = m});
   // The frontier DP stops as soon as a projection made as it goes passes its limit, and from the
   // first diagonals that can be above the whole: the most of them.
-  const double work = probe.complete ? probe.work : std::max(probe.projected_work,
-                                                              probe.peak_projected_work);
-  const double points = probe.complete ? probe.points_done
-                                       : std::max(probe.projected_points,
-                                                  probe.peak_projected_points);
+  const double work =
+      probe.complete ? probe.work : std::max(probe.projected_work, probe.peak_projected_work);
+  const double points = probe.complete
+                            ? probe.points_done
+                            : std::max(probe.projected_points, probe.peak_projected_points);
   out.push_back({exact_engine::frontier, limits.fixed.seconds + work / limits.rate,
                  limits.fixed.bytes + points * frontier_point_bytes});
-  bounds = search_plan(md, m, p.branches, limits.threads);
+  bounds = search_plan(md, m, p.branches, p.threads);
   if (bounds)
-    out.push_back({exact_engine::search, tuning.search_cost_factor * bounds->seconds,
-                   2 * bounds->bytes});
+    out.push_back(
+        {exact_engine::search, tuning.search_cost_factor * bounds->seconds, 2 * bounds->bytes});
   const interval_bounds b = make_interval_bounds(md, p.need, p.branches);
-  out.push_back({exact_engine::dense, main_dp_seconds(b, md.L, m, p.branches, limits.threads),
-                 fast_table_bytes(make_fast_layout(b, md.L, m), md.L, m, limits.threads)});
-  std::stable_sort(out.begin(), out.end(),
-                   [](const exact_candidate& x, const exact_candidate& y) {
-                     return x.seconds < y.seconds;
-                   });
+  out.push_back({exact_engine::dense, main_dp_seconds(b, md.L, m, p.branches, p.threads),
+                 fast_table_bytes(make_fast_layout(b, md.L, m), md.L, m, p.threads)});
+  std::stable_sort(out.begin(), out.end(), [](const exact_candidate& x, const exact_candidate& y) {
+    return x.seconds < y.seconds;
+  });
   return out;
 }
 
@@ -477,7 +330,7 @@ inline std::optional<solve_result> run_exact(const chain& c, const dp_plan& p,
                                              std::optional<lower_bound_table>& lower_bounds) {
   const model& md = p.md;
   const size_type m = p.budget - md.x[0];
-  const frontier_limits limits = frontier_limits_of(md.L, options);
+  const frontier_limits limits = frontier_limits_of(md.L, options, p.threads);
   const auto byte_limit = static_cast<double>(limits.byte_limit);
   auto exact_result = [&](std::vector<op> ops, double value) {
     if (!(value < infinite_time)) throw_makespan_overflow(p.which);
@@ -491,19 +344,21 @@ inline std::optional<solve_result> run_exact(const chain& c, const dp_plan& p,
   std::optional<lower_bound_plan> bounds;
   const std::vector<exact_candidate> candidates =
       exact_candidates(p, options, probe_seconds, probe, bounds);
-  if (probe.complete) return exact_result(frontier_ops(md, probe, 0, md.L, m), probe.value(0, md.L, m));
+  if (probe.complete)
+    return exact_result(frontier_ops(md, probe, 0, md.L, m), probe.value(0, md.L, m));
   double spent = probe.work / limits.rate;
   for (const exact_candidate& e : candidates) {
     const double left = p.allowance - spent;
     if (e.seconds > left || e.bytes > byte_limit) continue;
     switch (e.engine) {
       case exact_engine::frontier: {
-        const frontier_table t = frontier_dp(md, {},
-                                             {.branches = p.branches,
-                                              .threads = limits.threads,
-                                              .max_work = (left - limits.fixed.seconds) * limits.rate,
-                                              .max_points = limits.max_points(),
-                                              .cap = m});
+        const frontier_table t =
+            frontier_dp(md, {},
+                        {.branches = p.branches,
+                         .threads = limits.threads,
+                         .max_work = (left - limits.fixed.seconds) * limits.rate,
+                         .max_points = limits.max_points(),
+                         .cap = m});
         spent += limits.fixed.seconds + t.work / limits.rate;
         if (t.complete) return exact_result(frontier_ops(md, t, 0, md.L, m), t.value(0, md.L, m));
         break;
@@ -512,7 +367,7 @@ inline std::optional<solve_result> run_exact(const chain& c, const dp_plan& p,
         spent += bounds->seconds;
         const bnb_result r = branch_and_bound_within(
             md, make_interval_bounds(md, p.need, p.branches), std::move(*bounds), m, p.branches,
-            limits.threads, left, byte_limit, &lower_bounds);
+            p.threads, left, byte_limit, &lower_bounds);
         spent += r.work / tuning.search_work_per_second;
         if (r.complete) return exact_result(r.ops, r.value);
         break;
@@ -533,18 +388,29 @@ inline std::optional<solve_result> run_exact(const chain& c, const dp_plan& p,
                                       const solve_options& options) {
   const model& md = p.md;
   const size_type m = p.budget - md.x[0];
-  const frontier_limits limits = frontier_limits_of(md.L, options);
-  const frontier_table t = frontier_dp(md, {},
-                                       {.branches = p.branches,
-                                        .threads = limits.threads,
-                                        .max_work = 0,
-                                        .cap = m});
+  const frontier_limits limits = frontier_limits_of(md.L, options, p.threads);
+  const frontier_table t = frontier_dp(
+      md, {}, {.branches = p.branches, .threads = limits.threads, .max_work = 0, .cap = m});
   const interval_bounds b = make_interval_bounds(md, p.need, p.branches);
   const double dense = main_dp_seconds(b, md.L, m, p.branches, limits.threads);
-  refuse_frontier(name(p.which), c,
-                  std::min(limits.fixed.seconds + t.projected_work / limits.rate, dense),
-                  limits.fixed.bytes + t.projected_points * frontier_point_bytes, options,
-                  limits.byte_limit);
+  refuse_frontier(
+      name(p.which), c, std::min(limits.fixed.seconds + t.projected_work / limits.rate, dense),
+      limits.fixed.bytes + t.projected_points * frontier_point_bytes, options, limits.byte_limit);
+}
+
+// The least-memory DP's schedule (the fastest of least peak among its choices) at the plan's
+// budget, which is at least the exact least budget.
+inline solve_result least_peak_result(const chain& c, const dp_plan& p) {
+  const least_peak_table t = least_peak_dp(p.md, p.branches);
+  std::vector<op> ops =
+      persistent_ops(p.md, 0, p.md.L, 0, [&](std::int32_t i, std::int32_t l, size_type) {
+        return t.choice[interval_index(p.md.L, i, l)];
+      });
+  solve_result r =
+      finish(c, p.which, p.budget, std::move(ops), t.time[interval_index(p.md.L, 0, p.md.L)]);
+  r.min_feasible_budget = p.min_feasible_budget;
+  r.unit = p.unit.unit;  // the fallback's, as the 500-slot schedule it stands in for
+  return r;
 }
 
 // Runs the plan of `choose`.
@@ -563,7 +429,8 @@ constexpr solve_result run(const chain& c, const dp_plan& p, const solve_options
   if (p.settled || std::is_constant_evaluated()) {
     // (In constant evaluation the frontier DP answers at every budget.)
     if (!p.settled) {
-      const frontier_table t = frontier_dp(p.md, {}, {.branches = p.branches, .cap = p.budget - p.md.x[0]});
+      const frontier_table t =
+          frontier_dp(p.md, {}, {.branches = p.branches, .cap = p.budget - p.md.x[0]});
       return frontier_result(c, p.md, t, p.fastest, p.min_feasible_budget, p.budget, p.which);
     }
     return frontier_result(c, p.md, frontier_table{}, p.fastest, p.min_feasible_budget, p.budget,
@@ -573,13 +440,16 @@ constexpr solve_result run(const chain& c, const dp_plan& p, const solve_options
   if (std::optional<solve_result> r = run_exact(c, p, options, bounds)) return *r;
   if (!p.fallback) refuse_exact(c, p, options);
   solve_result r = run_slots(c, p, options, p.min_feasible_budget);
+  // Sizes rounded up to slots can pass a budget that the chain's own sizes fit (near the exact
+  // least budget): the least-memory DP's schedule fits from that least budget up.
+  if (!r.feasible) r = least_peak_result(c, p);
   if (!r.exact) {
     if (!bounds) {
       const size_type m = p.budget - p.md.x[0];
       const size_type unit = std::max<size_type>(1, m / tuning.auto_bound_slots);
       bounds = make_lower_bounds(
-          plan_lower_bounds_on(p.md, m, unit, p.branches, dp_threads(options.threads)),
-          p.branches, dp_threads(options.threads));
+          plan_lower_bounds_on(p.md, m, unit, p.branches, dp_threads(options.threads)), p.branches,
+          dp_threads(options.threads));
     }
     bound_from(p.md, *bounds, r);
   }
@@ -608,8 +478,7 @@ constexpr solve_result solve_dp(const chain& c, size_type budget, const solve_op
     p.md = make_model(c, 1);
     p.need = persistent_need(p.md, p.branches);
     const size_type least = persistent_min_budget(p.md, p.need);
-    p.min_feasible_budget =
-        p.fastest.lower(least == unreachable ? solve_result::no_budget : least);
+    p.min_feasible_budget = p.fastest.lower(least == unreachable ? solve_result::no_budget : least);
     p.settled = budget >= p.fastest.bytes.peak_memory || budget < p.min_feasible_budget;
     return run(c, p, options);
   }

@@ -39,12 +39,12 @@ constexpr size_type least_forward(const model& md, std::int32_t k) noexcept {
   return std::min(md.x[at + 1] + md.ft[at], md.xb[at + 1] + md.fa[at]);
 }
 
-// A lower bound of the memory of every persistent schedule of (i, l), i < l (MODEL.md's mmin,
+// A lower bound of the memory of every persistent schedule of (i, l), i < l (docs/model.md's mmin,
 // with recording overheads): each stage k in i .. l-1 runs forward at least once while g_{l+1}
 // is held, its input held too (counted for k > i), so
 //   mmin = x[l+1] + max(least_forward(i), max_{i<k<l} x[k] + least_forward(k)).
-// With fa = ft, least_forward(k) = x[k+1] + ft[k] (xb >= x) and this is MODEL.md's mmin. It is a
-// pruning bound only: the checkpoint branch checks its own forwards (`checkpoint_forwards`), the
+// With fa = ft, least_forward(k) = x[k+1] + ft[k] (xb >= x) and this is docs/model.md's mmin. It is
+// a pruning bound only: the checkpoint branch checks its own forwards (`checkpoint_forwards`), the
 // tape branch its F_all, so OPT below mmin is infinite by the branches' own conditions.
 constexpr size_type necessary_memory(const model& md, std::int32_t i, std::int32_t l) {
   auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
@@ -72,7 +72,7 @@ constexpr std::vector<size_type> necessary_memory_table(const model& md) {
 // The forwards the checkpoint branch of (i, l) at split point j runs before its right part,
 // F_ck(i), F_none(i+1) .. F_none(j-1), peak at x[l+1] plus
 //   forwards(i, j) = max(x[i+1] + ft[i], max_{i<k<j} x[k] + x[k+1] + ft[k])
-// (g_{l+1} held throughout; F_none(k) holds a_k beside a_{k+1}). Non-decreasing in j. MODEL.md
+// (g_{l+1} held throughout; F_none(k) holds a_k beside a_{k+1}). Non-decreasing in j. docs/model.md
 // checks these peaks through mmin, whose terms for k >= j the right part's own cells imply when
 // fa = ft; with fa < ft they no longer do (its F_all may peak lower), so the branch checks
 // exactly its own forwards: m >= x[l+1] + forwards(i, j). With fa = ft this is the same DP.
@@ -101,12 +101,11 @@ constexpr size_type tape_ops_memory(const model& md, std::int32_t i, std::int32_
 }
 
 // Which branches a DP may take. Without the tape branch (only F_ck/F_none, and F_all(i), B(i) as
-// the base case) it is the heterogeneous form of classical AD checkpointing (MODEL.md).
+// the base case) it is the heterogeneous form of classical AD checkpointing (docs/model.md).
 enum class dp_branches : std::uint8_t {
-  tape_and_checkpoint,  // MODEL.md's DP: the persistent schedules
+  tape_and_checkpoint,  // docs/model.md's DP: the persistent schedules
   checkpoint_only,      // without the tape branch
 };
-
 
 // Adds sizes that may be `unreachable`, saturating there.
 constexpr size_type add_or_unreachable(size_type a, size_type b) noexcept {

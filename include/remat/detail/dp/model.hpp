@@ -1,4 +1,4 @@
-// MODEL.md's arrays (x, xb, fw, ft, bw, bt), and the recording-forward overhead fa of
+// docs/model.md's arrays (x, xb, fw, ft, bw, bt), and the recording-forward overhead fa of
 // docs/recording-overhead.md (fa = ft where a stage gives none), with sizes rounded up to a
 // memory unit.
 #pragma once

@@ -42,7 +42,7 @@ inline std::size_t default_table_limit() noexcept {
 // on Linux, blocks of 32 MiB to 1 GiB are aligned to 2 MiB with transparent huge pages requested
 // (a hint, ignored where unavailable): the DP reads them at scattered places, where 4 KiB pages
 // cost a TLB miss at most reads. Above 1 GiB the kernel's compaction at fault time costs more
-// than the misses it saves (benchmarks/README.md, solver_scaling, `fast_dp_large`).
+// than the misses it saves (bench_engines, `dense/1000`).
 template <class T>
 struct table_allocator {
   using value_type = T;

@@ -1,5 +1,6 @@
 // The measured constants of the DP engines and of the dispatch, in one place. Each line says what
-// the constant is and which benchmark sets it (benchmarks/README.md, `bench_solver_scaling`).
+// the constant is and which benchmark sets it: `bench_engines` (benchmarks/engines.cpp, the
+// engines' rates) or `bench_solver_scaling` (benchmarks/solver_scaling.cpp, the default solve).
 // They decide how long an estimate says a solve takes and which engine the dispatch runs; no
 // result's correctness depends on them: every engine is exact within its class, and every
 // schedule is replayed before it is returned.
@@ -15,30 +16,30 @@ struct tuning_constants {
   // Rates, on one core of an optimized build: the work units each estimate counts, per second.
   // The refusals (`max_estimated_seconds`) read these, so they are kept below what the benchmarks
   // measure: an estimate is an upper bound on a machine as fast.
-  double need_pairs_per_second = 1.5e8;        // least-memory DP in doubles: `solve/min-memory`
-  double exact_need_pairs_per_second = 4.0e7;  // least-memory DP in integers: `solve/min-memory`
-  double dense_triples_per_second = 1.5e9;     // dense DP at 100 stages: `fast_dp`
-  double frontier_work_per_second = 5e7;       // frontier DP: `exact/dp/*`, counter `work`
-  double search_work_per_second = 3.5e7;       // branch and bound: `exact/at/*`
+  double need_pairs_per_second = 1.5e8;        // least-memory DP in doubles: `least_memory/*`
+  double exact_need_pairs_per_second = 4.0e7;  // least-memory DP in integers: `least_peak/*`
+  double dense_triples_per_second = 1.5e9;     // dense DP at 100 stages: `dense/100`
+  double frontier_work_per_second = 5e7;       // frontier DP: `frontier/*`
+  double search_work_per_second = 3.5e7;       // branch and bound: `search/*`
   // The dense DP's rate grows with the chain (its window answers a larger share of the cells'
   // values in O(1)): as sqrt(L / 100), to at most `dense_growth_cap_checkpoint_only` times
-  // without the tape branch (`fast_dp`, `solve/checkpoint-only`).
+  // without the tape branch (`dense/*`, `dense_checkpoint_only/*`).
   double dense_growth_cap_checkpoint_only = 2;
 
   // Branch and bound (engines/search.hpp).
-  size_type search_slots = 512;              // memories of its lower bounds' DP: `exact/at/*`
-  double search_cells_per_interval = 64;     // cells searched an interval before it gives up
-  double search_max_rounding_loss = 0.25;    // of m, lost by the bounds' unit: no search above
-  std::int32_t search_max_stages = 1000;     // its recursion depth (stack), not a speed
+  size_type search_slots = 512;            // memories of its lower bounds' DP: `search/*`
+  double search_cells_per_interval = 64;   // cells searched an interval before it gives up
+  double search_max_rounding_loss = 0.25;  // of m, lost by the bounds' unit: no search above
+  std::int32_t search_max_stages = 1000;   // its recursion depth (stack), not a speed
 
   // The default solve (`auto_slots`, detail/dp/dispatch.hpp): the exact engines get this share
   // of the time the 500-slot solve is estimated at, and at least `auto_min_exact_seconds`; where
-  // none finishes within it, the 500-slot DP and its bound run (`exact/auto/*` against
-  // `exact/slots500/*`).
+  // none finishes within it, the 500-slot DP and its bound run (bench_solver_scaling,
+  // `default/*`: time_ratio, exact).
   double auto_exact_share = 1.0;
   // How long the frontier DP runs before its projection is weighed against the other exact
   // engines' estimates, and how many times its lower bounds' DP the search is estimated to take
-  // in all (`exact/at/*`).
+  // in all (`search/*`, `default/*`).
   double frontier_probe_seconds = 0.001;
   double frontier_probe_share = 0.25;  // of the allowance, at most: the probe leaves the rest
   double search_cost_factor = 2;

@@ -12,12 +12,11 @@
 
 namespace remat::detail::fast {
 
-
 // The side of the square tiles of cells the DP computes together (see `dp::tile`). A tile of side
 // T reads each row and column of the table it needs once for T cells; its working arrays take
 // T^2 (M + 1) doubles. 24 to 32 is best on long chains (the tables leave the caches); short
 // chains want at least 13 tiles a side, or the last diagonals (one or two tiles, the costliest)
-// leave a thread idle (benchmarks/README.md, solver_scaling, `fast_dp_threads`). No larger than
+// leave a thread idle (bench_engines, `dense_threads/*`). No larger than
 // the chain, and small enough that the working arrays stay within 64 MiB a thread.
 inline std::int32_t tile_side(std::int32_t L, size_type M) noexcept {
   std::int32_t side = std::min({M < 768 ? 24 : 32, (L + 13) / 13, L + 1});
@@ -26,7 +25,6 @@ inline std::int32_t tile_side(std::int32_t L, size_type M) noexcept {
   while (side > 2 && static_cast<double>(side) * side * per_cell > 67108864.0) --side;
   return side;
 }
-
 
 // What a cell needs to know of its checkpoint branch at j.
 struct branch {

@@ -1,12 +1,14 @@
-// docs/model.md's DP on the chain's own sizes, every budget at once: for each interval (i, l), the step
-// function m -> OPT(i, l, m) kept as its breakpoints instead of a dense array over memory slots.
+// docs/model.md's DP on the chain's own sizes, every budget at once: for each interval (i, l), the
+// step function m -> OPT(i, l, m) kept as its breakpoints instead of a dense array over memory
+// slots.
 //
 // * A frontier is a contiguous array of points (m, t), m strictly increasing (exact integer
 //   memories), t strictly decreasing, with a parallel array of choices: OPT(i, l, m) is the t of
 //   the last point with m_k <= m, infinite below the first. The choice (0: tape branch or base
 //   case, j - i > 0: checkpoint at j, relative so that intervals can share it) is the branch that
-//   reaches t at m_k; OPT being non-increasing in m, it stays optimal up to the next point, so the schedule for any m is read back by recursing with the
-//   true memory, as from the dense table (`persistent_ops`).
+//   reaches t at m_k; OPT being non-increasing in m, it stays optimal up to the next point, so the
+//   schedule for any m is read back by recursing with the true memory, as from the dense table
+//   (`persistent_ops`).
 // * The recurrence becomes operations on frontiers: the tape branch is the frontier of (i+1, l)
 //   shifted by xb[i+1] plus a constant; a checkpoint branch at j is the sum of two step functions,
 //   (j, l) shifted by x[j] and (i, j-1), plus the forward time; each is cut below its own
@@ -225,12 +227,13 @@ constexpr std::vector<op> frontier_ops(const model& md, const frontier_table& t,
   return persistent_ops(md, i, l, m, [&](std::int32_t ci, std::int32_t cl, size_type cm) {
     const frontier_step* p = t.at(ci, cl, cm);
     if (p == nullptr)
-      throw std::logic_error("remat internal error: a frontier's schedule reads an infeasible "
-                             "interval");
+      throw std::logic_error(
+          "remat internal error: a frontier's schedule reads an infeasible "
+          "interval");
     if (md.exact_sums) {
-      const std::int32_t dense =
-          dense_choice(md, t.branches, ci, cl, cm,
-                       [&](std::int32_t a, std::int32_t b, size_type k) { return t.value(a, b, k); });
+      const std::int32_t dense = dense_choice(
+          md, t.branches, ci, cl, cm,
+          [&](std::int32_t a, std::int32_t b, size_type k) { return t.value(a, b, k); });
       if (dense >= 0) return dense;
     }
     const std::int32_t choice = t.choice(ci, cl, p);

@@ -71,7 +71,7 @@ constexpr bool merge_branch(scratch& s, const std::vector<frontier_step>& R, siz
   // The walk ends at a memory >= stop.
   const size_type stop = top == none ? none : top + 1;
   const double least = (forward + R.back().t) + Lf.back().t;  // the branch's value from its top
-  auto above = [](const auto& f, size_type m) {  // the first point above m
+  auto above = [](const auto& f, size_type m) {               // the first point above m
     return static_cast<std::size_t>(
         std::upper_bound(f.begin(), f.end(), m,
                          [](size_type v, const auto& p) { return v < p.m; }) -
@@ -102,7 +102,7 @@ constexpr bool merge_branch(scratch& s, const std::vector<frontier_step>& R, siz
     const std::size_t hl = std::min(nl, (il / K + 1) * K);
     const std::size_t hb = std::min(nb, (ib / K + 1) * K);
     const double ub = ib > 0 ? best[ib - 1].t : infinite_time;  // the envelope's from m - 1 on
-    if (ub <= least) break;  // the branch cannot win from m on
+    if (ub <= least) break;                                     // the branch cannot win from m on
     const size_type e = std::min({mem_r(hr), mem_l(hl), mem_b(hb)});
     s.work += 1;
     if (!((forward + R[hr - 1].t) + Lf[hl - 1].t < ub)) {  // no win below e

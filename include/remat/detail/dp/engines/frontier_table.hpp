@@ -54,9 +54,9 @@ struct frontier_table {
   // the diagonals up to `diagonals_done` are filled.
   bool complete = true;
   std::int32_t diagonals_done = -1;
-  double work = 0;    // done
+  double work = 0;  // done
   double points_done = 0;
-  double projected_work = 0;    // the whole DP's, projected from the diagonals done (or done)
+  double projected_work = 0;  // the whole DP's, projected from the diagonals done (or done)
   double projected_points = 0;
   // The most that the limits were checked against (with `stop_on_projection`: the least work,
   // then each diagonal's projection): a DP with limits below these stops before it completes
@@ -66,7 +66,7 @@ struct frontier_table {
   // `frontier_options::cap`: the root's values are those of the whole DP at m <= cap only (each
   // interval's up to its `frontier::interval_cap`), nothing is known above.
   size_type cap = unreachable;
-  std::vector<std::int32_t> kind;                  // [interval] -> index into `frontiers`
+  std::vector<std::int32_t> kind;                     // [interval] -> index into `frontiers`
   std::vector<std::vector<frontier_step>> frontiers;  // one per distinct interval
   std::vector<std::vector<std::int32_t>> choices;     // [k][p]: the choice of frontiers[k][p]
 
@@ -103,7 +103,7 @@ struct frontier_table {
 namespace frontier {
 
 // Gives every interval the number of its class: intervals with the same stages (sizes and times,
-// MODEL.md's arrays from i to l and x[l+1]) get the same number, and no other does. A stage's
+// docs/model.md's arrays from i to l and x[l+1]) get the same number, and no other does. A stage's
 // token is its tuple (the loss's has no forward, so no interval ending at L matches another);
 // an interval's class is that of (its class without stage l, token of l), numbered by sorting.
 constexpr std::vector<std::int32_t> interval_classes(const model& md, std::int32_t& count) {
@@ -155,8 +155,8 @@ constexpr std::vector<std::int32_t> interval_classes(const model& md, std::int32
   for (std::int32_t d = 1; d <= L; ++d) {
     keys.clear();
     for (std::int32_t i = 0; i + d <= L; ++i)
-      keys.push_back({{kind[interval_index(L, i, i + d - 1)], tok[static_cast<std::size_t>(i + d)]},
-                      i});
+      keys.push_back(
+          {{kind[interval_index(L, i, i + d - 1)], tok[static_cast<std::size_t>(i + d)]}, i});
     std::sort(keys.begin(), keys.end());
     for (std::size_t k = 0; k < keys.size(); ++k) {
       if (k > 0 && keys[k - 1].first != keys[k].first) ++next;
@@ -181,7 +181,6 @@ constexpr size_type interval_cap(const model& md, size_type cap, std::int32_t i)
   const size_type least = std::min(md.x[at], md.xb[at]);
   return cap < least ? -1 : cap - least;
 }
-
 
 }  // namespace frontier
 

@@ -1,13 +1,13 @@
-// The dense DP of MODEL.md, written straight: a table over every interval and every memory unit,
-// each cell a scan over its branches. O(L^3 M) time, O(L^2 M) table. The constant-evaluation path
-// of `optimal` with slots, and the oracle of the fast DP (detail/dp/optimal_fast.hpp) and the
-// frontier DP (detail/dp/frontier_dp.hpp) in the tests.
+// The dense DP of docs/model.md, written straight: a table over every interval and every memory
+// unit, each cell a scan over its branches. O(L^3 M) time, O(L^2 M) table. The constant-evaluation
+// path of `optimal` with slots, and the oracle of the dense DP (engines/dense.hpp) and the frontier
+// DP (engines/frontier.hpp) in the tests.
 #pragma once
 
 #include <remat/chain.hpp>
-#include <remat/detail/dp/model.hpp>
 #include <remat/detail/dp/intervals.hpp>
 #include <remat/detail/dp/least_memory.hpp>
+#include <remat/detail/dp/model.hpp>
 #include <remat/detail/dp/read_back.hpp>
 #include <remat/schedule.hpp>
 
@@ -33,14 +33,14 @@ struct optimal_table {
 // One cell of the DP. Reads only cells of strictly shorter intervals (any m) and so is correct
 // for any loop order that finishes shorter intervals first, whatever the sizes (zeros included).
 //
-// Two rules on top of MODEL.md, with the interval's `store` and `S` (`interval_bounds`):
+// Two rules on top of docs/model.md, with the interval's `store` and `S` (`interval_bounds`):
 // * store: from m = store on, the cell takes the tape branch and its value is S;
 // * clamp: below it, the value is max(S, least branch) (the choice stays the least branch).
 // In exact arithmetic both change nothing: S is a lower bound of every schedule of the interval,
 // and the tape branch reaches it from store on (ties go to the tape branch). The model's sums are
 // exact (`model::exact_sums`) except for times near the largest double; there a sum of the same
 // times in another order may round below S, and the rules keep every value >= S and
-// non-increasing in m bit for bit, which the fast DP (detail/dp/optimal_fast.hpp) needs to prune
+// non-increasing in m bit for bit, which the dense DP (engines/dense_kernel.hpp) needs to prune
 // exactly, and which it reproduces.
 constexpr void optimal_cell(const model& md, optimal_table& t, const interval_bounds& bounds,
                             std::int32_t i, std::int32_t l, size_type m, size_type mmin,

@@ -1,0 +1,311 @@
+// remat-solve's command line: the request it asks for, and its parser (usage errors name the
+// option and what to change). The contract is docs/chain-format.md and docs/cli.md.
+#pragma once
+
+#include <remat/solve.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <new>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace remat::tools {
+
+/// A command line that does not make sense; the message says what to change.
+class usage_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class command : std::uint8_t { solve, sweep, info, frontier, help };
+
+/// What the command line asks for.
+struct solve_request {
+  command what = command::solve;
+  std::string chain_path;
+  size_type budget = 0;                 ///< --budget, in the chain's memory units
+  std::vector<remat::solver> solvers;   ///< --solver (a list only for --sweep)
+  size_type slots = default_slots;      ///< --slots N, exact_units (exact), auto_slots (auto)
+  bool json = false;                    ///< --json
+  std::optional<std::int64_t> points;   ///< --points N (sweep)
+  std::optional<std::string> csv;       ///< --csv FILE (sweep)
+  std::optional<std::string> plot;      ///< --plot FILE.svg (sweep)
+  std::size_t coarsen = no_coarsening;  ///< --coarsen N, or auto_coarsening for --coarsen auto
+};
+
+inline std::string usage_text() {
+  // The solver list grows with the library: wrap it under its option's description.
+  std::vector<std::string> words;
+  for (const remat::solver s : all_solvers)
+    words.push_back(std::string(name(s)) + (s == remat::solver::optimal ? " (default)," : ","));
+  words.back().pop_back();
+  std::string solvers = "  --solver NAME    one of:";
+  std::size_t line_length = solvers.size();
+  for (const std::string& word : words) {
+    if (line_length + 1 + word.size() > 90) {
+      solvers += "\n" + std::string(18, ' ');
+      line_length = 18;
+    }
+    solvers += " " + word;
+    line_length += 1 + word.size();
+  }
+  std::string text =
+      "usage: remat-solve CHAIN.json --budget SIZE [--solver NAME] [--slots auto|exact|N]\n"
+      "                   [--coarsen N|auto] [--json]\n"
+      "       remat-solve CHAIN.json --sweep [--points N] [--solver NAME,...] [--csv FILE]"
+      " [--plot FILE.svg]\n"
+      "       remat-solve CHAIN.json --info\n"
+      "       remat-solve CHAIN.json --frontier [--solver NAME] [--json]\n"
+      "\n"
+      "Finds the fastest schedule of forward, recompute and backward operations for the chain\n"
+      "in CHAIN.json (format: docs/chain-format.md) that fits a memory budget.\n"
+      "\n"
+      "  --budget SIZE    total memory for activations, tapes, gradients and overheads, the\n"
+      "                   input included, in the chain's memory units: an integer with an\n"
+      "                   optional unit B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (1024)\n";
+  text += solvers + "\n";
+  text +=
+      "  --slots auto|exact|N\n"
+      "                   'auto' (the default): the exact optimum where that is cheap, else\n"
+      "                   the 500-slot schedule and how far from exact it can be; 'exact':\n"
+      "                   the exact optimum on the sizes as given, or a refusal past the\n"
+      "                   limits; N: cut the budget into N slots, sizes rounded up (Rotor's DP)\n";
+  text +=
+      "  --coarsen N|auto solve on at most N blocks of consecutive stages (cut where the\n"
+      "                   blocks lose least) and print the schedule on the chain's stages;\n"
+      "                   'auto' merges only as far as the solver needs to accept the chain\n"
+      "  --json           print one JSON object instead of the report (also with --info)\n"
+      "  --sweep          solve at evenly spaced budgets, from the least at which the optimal\n"
+      "                   solver finds a schedule to the peak of storing everything; print\n"
+      "                   makespan, ratio to store-all and peak for each budget and solver;\n"
+      "                   optimal and checkpoint-only on exact sizes also at every point of\n"
+      "                   their curve (every budget where the makespan drops) in --csv, --plot\n"
+      "  --points N       how many budgets (default 20, at least 2)\n"
+      "  --solver A,B,..  the solvers to sweep (default: every solver; exhaustive only on\n"
+      "                   chains it accepts)\n"
+      "  --csv FILE       also write the sweep as CSV\n"
+      "  --plot FILE.svg  also draw it: makespan over store-all against budget over store-all\n"
+      "  --info           the chain's stages, input size, store-all peak and makespan, least\n"
+      "                   feasible budget, and the most memory a single stage needs\n"
+      "  --help           print this help\n"
+      "\n"
+      "Exit status: 0 a schedule was found, 1 no schedule fits the budget, 2 bad usage or bad\n"
+      "input.\n";
+  return text;
+}
+
+/// `SIZE`: a non-negative integer with an optional unit (B, KB, MB, GB, KiB, MiB, GiB), exactly
+/// as written (no sign, no space, no fraction). Throws `usage_error` saying what is wrong.
+inline size_type parse_size(std::string_view text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string_view number = text.substr(0, digits);
+  const std::string_view unit = text.substr(digits);
+  const auto bad = [&](const std::string& why) -> usage_error {
+    return usage_error("--budget '" + std::string(text) + "': " + why);
+  };
+  if (number.empty() || unit.starts_with(".") || unit.starts_with(","))
+    throw bad("must be a non-negative integer with an optional unit (e.g. 800, 12GB, 1536MiB)");
+  struct suffix {
+    std::string_view name;
+    size_type factor;
+  };
+  static constexpr suffix units[] = {{"", 1},
+                                     {"B", 1},
+                                     {"KB", 1000},
+                                     {"MB", 1000000},
+                                     {"GB", 1000000000},
+                                     {"KiB", size_type{1} << 10},
+                                     {"MiB", size_type{1} << 20},
+                                     {"GiB", size_type{1} << 30}};
+  const auto* found = std::find_if(std::begin(units), std::end(units),
+                                   [&](const suffix& s) { return s.name == unit; });
+  if (found == std::end(units))
+    throw bad("unknown unit '" + std::string(unit) + "' (use B, KB, MB, GB, KiB, MiB or GiB)");
+  constexpr size_type limit = std::numeric_limits<size_type>::max();
+  size_type value = 0;
+  for (const char ch : number) {
+    const size_type digit = ch - '0';
+    if (value > (limit - digit) / 10) throw bad("too large (the limit is 2^63 - 1 units)");
+    value = value * 10 + digit;
+  }
+  if (value > limit / found->factor) throw bad("too large (the limit is 2^63 - 1 units)");
+  return value * found->factor;
+}
+
+namespace detail {
+
+// A positive integer option value (--slots N, --points N).
+inline std::int64_t parse_count(std::string_view option, std::string_view text,
+                                std::string_view alternative = "") {
+  const auto bad = [&] {
+    return usage_error(std::string(option) + " '" + std::string(text) +
+                       "': must be a positive integer" + std::string(alternative));
+  };
+  if (text.empty() || text.size() > 18) throw bad();
+  std::int64_t value = 0;
+  for (const char ch : text) {
+    if (ch < '0' || ch > '9') throw bad();
+    value = value * 10 + (ch - '0');
+  }
+  if (value == 0) throw bad();
+  return value;
+}
+
+inline remat::solver parse_solver(std::string_view text) {
+  if (const auto s = solver_from_name(text)) return *s;
+  std::string known;
+  for (const remat::solver s : all_solvers) {
+    if (!known.empty()) known += ", ";
+    known += name(s);
+  }
+  throw usage_error("unknown solver '" + std::string(text) + "' (known: " + known + ")");
+}
+
+}  // namespace detail
+
+/// Parses the arguments after the program name. `--opt value` and `--opt=value` both work;
+/// `--` ends the options. Throws `usage_error`.
+inline solve_request parse_arguments(std::span<const std::string_view> args) {
+  solve_request req;
+  std::vector<std::string_view> positional;
+  std::vector<std::string_view> seen;
+  std::optional<std::string_view> budget, solver_list, slots, points, coarsen;
+  bool sweep = false, info = false, frontier = false, options_done = false;
+
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string_view arg = args[i];
+    if (options_done || !arg.starts_with("-") || arg == "-") {
+      positional.push_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      options_done = true;
+      continue;
+    }
+    if (arg == "--help" || arg == "-h") {
+      req.what = command::help;
+      return req;
+    }
+    const auto eq = arg.find('=');
+    const std::string_view option = arg.substr(0, eq);
+    const std::optional<std::string_view> inline_value =
+        eq == std::string_view::npos ? std::nullopt : std::optional(arg.substr(eq + 1));
+    if (std::find(seen.begin(), seen.end(), option) != seen.end())
+      throw usage_error(std::string(option) + " is given twice");
+    seen.push_back(option);
+
+    const auto flag = [&](bool& target) {
+      if (inline_value) throw usage_error(std::string(option) + " takes no value");
+      target = true;
+    };
+    const auto value = [&]() -> std::string_view {
+      if (inline_value) return *inline_value;
+      if (i + 1 >= args.size()) throw usage_error(std::string(option) + " needs a value");
+      return args[++i];
+    };
+    if (option == "--budget") {
+      budget = value();
+    } else if (option == "--solver") {
+      solver_list = value();
+    } else if (option == "--slots") {
+      slots = value();
+    } else if (option == "--json") {
+      flag(req.json);
+    } else if (option == "--sweep") {
+      flag(sweep);
+    } else if (option == "--info") {
+      flag(info);
+    } else if (option == "--frontier") {
+      flag(frontier);
+    } else if (option == "--points") {
+      points = value();
+    } else if (option == "--coarsen") {
+      coarsen = value();
+    } else if (option == "--csv") {
+      req.csv = std::string(value());
+    } else if (option == "--plot") {
+      req.plot = std::string(value());
+    } else {
+      throw usage_error("unknown option '" + std::string(option) + "'");
+    }
+  }
+
+  if (positional.empty()) throw usage_error("no chain file given");
+  if (positional.size() > 1)
+    throw usage_error("one chain file expected, got '" + std::string(positional[0]) + "' and '" +
+                      std::string(positional[1]) + "'");
+  req.chain_path = std::string(positional[0]);
+  if (req.chain_path.empty()) throw usage_error("the chain file name is empty");
+
+  const int modes = (budget ? 1 : 0) + (sweep ? 1 : 0) + (info ? 1 : 0) + (frontier ? 1 : 0);
+  if (modes == 0) throw usage_error("missing --budget SIZE (or --sweep, --info or --frontier)");
+  if (modes > 1) throw usage_error("--budget, --sweep, --info and --frontier exclude each other");
+  req.what = budget  ? command::solve
+             : sweep ? command::sweep
+             : info  ? command::info
+                     : command::frontier;
+
+  if (budget) req.budget = parse_size(*budget);
+  if (solver_list) {
+    std::string_view rest = *solver_list;
+    while (true) {
+      const auto comma = rest.find(',');
+      req.solvers.push_back(detail::parse_solver(rest.substr(0, comma)));
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+    if (req.solvers.size() > 1 && req.what != command::sweep)
+      throw usage_error("--solver takes one name (a list is for --sweep)");
+  }
+  if (slots)
+    req.slots = *slots == "exact" ? exact_units
+                : *slots == "auto"
+                    ? auto_slots
+                    : detail::parse_count("--slots", *slots, " or 'exact' or 'auto'");
+  if (points) req.points = detail::parse_count("--points", *points);
+  if (coarsen)
+    req.coarsen =
+        *coarsen == "auto"
+            ? auto_coarsening
+            : static_cast<std::size_t>(detail::parse_count("--coarsen", *coarsen, " or 'auto'"));
+  if (req.csv && req.csv->empty()) throw usage_error("--csv needs a file name");
+  if (req.plot && req.plot->empty()) throw usage_error("--plot needs a file name");
+
+  const auto given = [&](std::string_view o) {
+    return std::find(seen.begin(), seen.end(), o) != seen.end();
+  };
+  if (req.what != command::sweep) {
+    for (const std::string_view sweep_only : {"--points", "--csv", "--plot"})
+      if (given(sweep_only))
+        throw usage_error(std::string(sweep_only) + " applies only to --sweep");
+  }
+  if (req.what != command::solve && given("--coarsen"))
+    throw usage_error("--coarsen applies only to --budget");
+  if (req.what == command::info && given("--solver"))
+    throw usage_error("--solver does not apply to --info");
+  if (req.what == command::sweep && given("--json"))
+    throw usage_error("--json does not apply to --sweep (use --csv FILE)");
+  if (req.points && *req.points < 2)
+    throw usage_error("--points '" + std::string(*points) + "': a sweep needs at least 2 budgets");
+  return req;
+}
+
+/// Everything the two output forms report, computed once.
+
+}  // namespace remat::tools

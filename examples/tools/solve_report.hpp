@@ -1,0 +1,473 @@
+// remat-solve's reports: the solve at one budget (text and --json) and --info, computed from a
+// request and formatted; what they print is docs/chain-format.md's contract.
+#pragma once
+
+#include "solve_args.hpp"
+
+#include <remat/io/chain_json.hpp>
+#include <remat/solve.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <new>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace remat::tools {
+
+struct solve_report {
+  const io::chain_file* file = nullptr;
+  remat::solver solver = remat::solver::optimal;
+  size_type slots = default_slots;
+  std::size_t coarsen = no_coarsening;  ///< what --coarsen asked for
+  solve_result result;
+  replay_result replayed;   ///< the plan replayed on the chain's own sizes (if feasible)
+  replay_result store_all;  ///< the store-all schedule replayed
+};
+
+inline solve_report compute_report(const io::chain_file& file, const solve_request& req) {
+  solve_report rep;
+  rep.file = &file;
+  rep.solver = req.solvers.empty() ? remat::solver::optimal : req.solvers.front();
+  rep.slots = req.slots;
+  rep.coarsen = req.coarsen;
+  // Every hardware thread fills the DP table: the schedule does not depend on their number.
+  rep.result = remat::solve(
+      file.chain, req.budget,
+      {.solver = rep.solver, .slots = req.slots, .threads = 0, .coarsen = req.coarsen});
+  if (rep.result.feasible) rep.replayed = simulate(file.chain, rep.result.plan);
+  const auto L = static_cast<std::int32_t>(file.chain.length());
+  const std::vector<op> all = store_all_ops(L);
+  rep.store_all = simulate(file.chain, std::span<const op>(all));
+  return rep;
+}
+
+/// The `--json` form: one object, keys in chain-format.md's order, on one line. `makespan` and
+/// `peak_memory` are null when no schedule fits; `min_feasible_budget` is null when no budget
+/// would do (too few slots).
+namespace detail {
+// The default solve of a DP solver that fell back on 500 slots: it reports its bounds.
+inline bool bounded(const solve_report& rep) {
+  const bool dp =
+      rep.solver == remat::solver::optimal || rep.solver == remat::solver::checkpoint_only;
+  // (A solve on merged blocks has no bound of its own: its results are the coarse chain's.)
+  return dp && rep.slots == auto_slots && rep.result.feasible && !rep.result.exact &&
+         rep.result.coarse_length == 0;
+}
+}  // namespace detail
+
+inline std::string format_json(const solve_report& rep) {
+  nlohmann::ordered_json j;
+  const solve_result& r = rep.result;
+  j["solver"] = std::string(name(rep.solver));
+  j["feasible"] = r.feasible;
+  j["budget"] = r.budget;
+  j["makespan"] = r.feasible ? nlohmann::ordered_json(rep.replayed.makespan) : nullptr;
+  j["peak_memory"] = r.feasible ? nlohmann::ordered_json(rep.replayed.peak_memory) : nullptr;
+  j["store_all_makespan"] = rep.store_all.makespan;
+  j["store_all_memory"] = rep.store_all.peak_memory;
+  j["min_feasible_budget"] = r.min_feasible_budget == solve_result::no_budget
+                                 ? nlohmann::ordered_json(nullptr)
+                                 : nlohmann::ordered_json(r.min_feasible_budget);
+  nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+  for (const op& o : r.plan.ops) {
+    nlohmann::ordered_json jo;
+    jo["op"] = std::string(name(o.kind));
+    if (o.kind != op_kind::loss) jo["stage"] = o.stage;
+    ops.push_back(std::move(jo));
+  }
+  j["ops"] = std::move(ops);
+  // Only where the default solve fell back on slots, after the contract's keys: its bounds.
+  if (detail::bounded(rep)) {
+    j["exact"] = false;
+    j["memory_loss"] = r.memory_loss;
+    j["makespan_loss"] = r.makespan_loss;
+  }
+  // With --coarsen only, after the contract's keys: the blocks solved (0: none were merged).
+  if (rep.coarsen != no_coarsening) {
+    j["coarse_length"] = r.coarse_length;
+    j["largest_block"] = r.largest_block;
+  }
+  return j.dump() + '\n';
+}
+
+namespace detail {
+
+// A name from the chain file, made safe to print on a terminal.
+inline std::string printable(std::string_view s) {
+  std::string out(s);
+  for (char& ch : out)
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
+  return out;
+}
+
+// Six significant digits, and no exponent below 1e15: 95.4038, 0.25, 1234567.
+inline std::string format_time(double t, const std::string& unit) {
+  char buf[64];
+  const bool large = std::fabs(t) >= 1e6 && std::fabs(t) < 1e15;
+  std::snprintf(buf, sizeof buf, large ? "%.0f" : "%.6g", t);
+  return unit.empty() ? std::string(buf) : std::string(buf) + " " + unit;
+}
+
+inline std::string format_memory(size_type v, const std::string& unit) {
+  std::string s = std::to_string(v);
+  if (!unit.empty()) s += " " + unit;
+  // Byte counts get a readable binary magnitude alongside.
+  if ((unit == "bytes" || unit == "B") && v >= 1024) {
+    static constexpr const char* names[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double scaled = static_cast<double>(v) / 1024;
+    std::size_t k = 0;
+    while (scaled >= 1024 && k + 1 < std::size(names)) {
+      scaled /= 1024;
+      ++k;
+    }
+    char buf[48];
+    std::snprintf(buf, sizeof buf, " (%.1f %s)", scaled, names[k]);
+    s += buf;
+  }
+  return s;
+}
+
+inline std::string percent(double part, double whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * part / whole);
+  return buf;
+}
+
+// `words` joined by spaces into lines of at most `width` characters; the first line starts with
+// `first`, the others with as many spaces.
+inline std::string wrap(const std::vector<std::string>& words, std::string_view first,
+                        std::size_t width) {
+  const std::string indent(first.size(), ' ');
+  std::string out, line;
+  const auto flush = [&] {
+    out += (out.empty() ? std::string(first) : indent) + line + '\n';
+    line.clear();
+  };
+  for (const std::string& w : words) {
+    if (!line.empty() && first.size() + line.size() + 1 + w.size() > width) flush();
+    line += (line.empty() ? "" : " ") + w;
+  }
+  if (!line.empty() || out.empty()) flush();
+  return out;
+}
+
+inline constexpr std::size_t line_width = 100;
+
+}  // namespace detail
+
+/// The report for a person: what was asked, how the schedule compares with storing everything,
+/// what it recomputes, and its ops.
+inline std::string format_report(const solve_report& rep) {
+  using detail::format_memory;
+  using detail::format_time;
+  const io::chain_file& f = *rep.file;
+  const solve_result& r = rep.result;
+  const std::string& mu = f.memory_unit;
+  const std::string& tu = f.time_unit;
+  const auto L = f.chain.length();
+  const auto stage_label = [&](std::size_t k) {
+    if (k < f.stage_names.size() && !f.stage_names[k].empty())
+      return detail::printable(f.stage_names[k]);
+    return "stage " + std::to_string(k);
+  };
+
+  std::string out;
+  const auto label = [](std::string_view text) {
+    std::string l(text);
+    l.resize(11, ' ');
+    return l;
+  };
+  const auto line = [&](std::string_view key, const std::string& text) {
+    out += label(key) + text + '\n';
+  };
+
+  std::string units;
+  if (!tu.empty()) units += "time in " + detail::printable(tu);
+  if (!mu.empty()) units += (units.empty() ? "" : ", ") + ("memory in " + detail::printable(mu));
+  std::string chain_text = std::to_string(L) + (L == 1 ? " stage" : " stages");
+  if (!units.empty()) chain_text += "; " + units;
+  line("chain", f.name.empty() ? chain_text : detail::printable(f.name) + " (" + chain_text + ")");
+
+  std::string solver_text(name(rep.solver));
+  if (r.unit > 1)
+    solver_text += ", " + std::to_string(rep.slots == auto_slots ? rotor_slots : rep.slots) +
+                   " slots: sizes rounded up to multiples of " + format_memory(r.unit, mu);
+  else
+    solver_text += ", exact sizes";
+  if (detail::bounded(rep)) {
+    char bound[160];
+    std::snprintf(bound, sizeof bound,
+                  " (within %.2g%% of memory and %.2g%% of makespan of the exact optimum)",
+                  100 * r.memory_loss, 100 * r.makespan_loss);
+    solver_text += bound;
+  }
+  line("solver", solver_text);
+  line("budget", format_memory(r.budget, mu));
+  if (rep.coarsen != no_coarsening) {
+    const std::string asked = rep.coarsen == auto_coarsening
+                                  ? std::string("--coarsen auto")
+                                  : "--coarsen " + std::to_string(rep.coarsen);
+    if (r.coarse_length == 0)
+      line("coarsened",
+           "no: " +
+               std::string(rep.coarsen == auto_coarsening
+                               ? std::string(name(rep.solver)) + " accepts the chain as given"
+                               : "the chain has no more stages than that") +
+               " (" + asked + ")");
+    else
+      line("coarsened", std::to_string(L) + " stages merged into " +
+                            std::to_string(r.coarse_length) + " blocks of up to " +
+                            std::to_string(r.largest_block) + " stages (" + asked +
+                            "); ops below on the chain's stages");
+  }
+
+  const double base_time = rep.store_all.makespan;
+  const size_type base_memory = rep.store_all.peak_memory;
+  if (!r.feasible) {
+    line("result", "no schedule fits the budget");
+    if (r.min_feasible_budget == solve_result::no_budget)
+      line("min budget",
+           "none with --slots " + std::to_string(rep.slots) + "; try more slots or --slots exact");
+    else
+      line("min budget", format_memory(r.min_feasible_budget, mu) + " for " +
+                             std::string(name(rep.solver)) +
+                             (rep.solver == remat::solver::store_all
+                                  ? std::string()
+                                  : "; store-all " + format_memory(base_memory, mu)));
+    return out;
+  }
+
+  const double makespan = rep.replayed.makespan;
+  std::string time_text = format_time(makespan, tu) + ", store-all " + format_time(base_time, tu);
+  if (base_time > 0) {
+    const double extra = makespan - base_time;
+    time_text +=
+        " (" + std::string(extra >= 0 ? "+" : "") + detail::percent(extra, base_time) + ")";
+  }
+  line("makespan", time_text);
+  std::string peak_text = format_memory(rep.replayed.peak_memory, mu);
+  if (r.budget > 0)
+    peak_text += ", " +
+                 detail::percent(static_cast<double>(rep.replayed.peak_memory),
+                                 static_cast<double>(r.budget)) +
+                 " of the budget";
+  peak_text += "; store-all " + format_memory(base_memory, mu);
+  line("peak", peak_text);
+  if (r.min_feasible_budget != solve_result::no_budget)
+    line("min budget",
+         format_memory(r.min_feasible_budget, mu) + " for " + std::string(name(rep.solver)));
+
+  // Every stage runs forward at least once; the other runs are recomputations.
+  std::vector<int> forwards(L, 0);
+  for (const op& o : r.plan.ops)
+    if (o.kind != op_kind::loss && o.kind != op_kind::backward)
+      ++forwards[static_cast<std::size_t>(o.stage)];
+  std::vector<std::string> recomputed;
+  int recomputations = 0;
+  double recompute_time = 0;
+  for (std::size_t k = 0; k < L; ++k) {
+    const int extra = std::max(forwards[k] - 1, 0);
+    if (extra == 0) continue;
+    recomputations += extra;
+    recompute_time += extra * f.chain.stages[k].forward_time;
+    recomputed.push_back(stage_label(k) + (extra > 1 ? " x" + std::to_string(extra) : "") + ",");
+  }
+  if (recomputed.empty()) {
+    line("recomputes", "nothing");
+  } else {
+    recomputed.back().pop_back();
+    std::string head = std::to_string(recomputations) +
+                       (recomputations == 1 ? " forward" : " forwards") + " (" +
+                       format_time(recompute_time, tu) + "):";
+    recomputed.insert(recomputed.begin(), head);
+    out += detail::wrap(recomputed, label("recomputes"), detail::line_width);
+  }
+
+  line("schedule", std::to_string(r.plan.ops.size()) + " ops");
+  std::vector<std::string> words;
+  words.reserve(r.plan.ops.size());
+  for (const op& o : r.plan.ops) words.push_back(to_string(o));
+  out += detail::wrap(words, "  ", detail::line_width);
+
+  const bool named = std::any_of(f.stage_names.begin(), f.stage_names.end(),
+                                 [](const std::string& n) { return !n.empty(); });
+  if (named) {
+    words.clear();
+    for (std::size_t k = 0; k < L; ++k)
+      words.push_back(std::to_string(k) + " " + stage_label(k) + (k + 1 < L ? "," : ""));
+    out += detail::wrap(words, label("stages"), detail::line_width);
+  }
+  return out;
+}
+
+/// What `--info` reports: the chain's size and the two ends of its time-memory trade-off.
+struct info_report {
+  const io::chain_file* file = nullptr;
+  size_type slots = default_slots;
+  replay_result store_all;  ///< the store-all schedule replayed
+  /// The least budget of `optimal` with `slots`, and the least persistent peak on exact sizes
+  /// (`min-memory`); `solve_result::no_budget` when there is none.
+  size_type min_budget = solve_result::no_budget;
+  size_type min_budget_exact = solve_result::no_budget;
+  /// The most memory one stage needs on its own (`stage_requirement`), and which stage (L: the
+  /// loss).
+  size_type largest_requirement = 0;
+  std::size_t largest_stage = 0;
+};
+
+/// The memory stage `k` needs whatever the schedule: the peak of storing everything on the chain
+/// of that stage alone (its input, the stage, a free loss), which is the larger of F_all(k)
+/// (input, tape, recording overhead) and B(k) (input, tape, incoming and outgoing gradients,
+/// backward overhead); every schedule of the chain runs both with at least that much held. For
+/// `k` = L, the loss: its input and its gradient, and its overhead.
+inline size_type stage_requirement(const chain& c, std::size_t k) {
+  if (k == c.length()) {
+    const size_type x = c.stages.back().output_size;
+    return x + x + c.loss_overhead;
+  }
+  chain alone;
+  alone.input_size = k == 0 ? c.input_size : c.stages[k - 1].output_size;
+  alone.stages = {c.stages[k]};
+  const std::vector<op> ops = store_all_ops(1);
+  return simulate(alone, std::span<const op>(ops)).peak_memory;
+}
+
+inline info_report compute_info(const io::chain_file& file, const solve_request& req) {
+  info_report rep;
+  rep.file = &file;
+  rep.slots = req.slots;
+  const chain& c = file.chain;
+  const std::vector<op> all = store_all_ops(static_cast<std::int32_t>(c.length()));
+  rep.store_all = simulate(c, std::span<const op>(all));
+  // The least budget does not depend on the budget asked for; 0 builds no table.
+  rep.min_budget = solve_optimal(c, 0, {.slots = req.slots}).min_feasible_budget;
+  // Min-memory's least budget, from its O(L^3) least-peak DP (the same budget as its frontier's
+  // first point, tested, without a second frontier DP).
+  rep.min_budget_exact = remat::detail::min_memory_least_peak(c, 0, {}).min_feasible_budget;
+  for (std::size_t k = 0; k <= c.length(); ++k) {
+    const size_type need = stage_requirement(c, k);
+    if (need > rep.largest_requirement || k == 0) {
+      rep.largest_requirement = need;
+      rep.largest_stage = k;
+    }
+  }
+  return rep;
+}
+
+namespace detail {
+
+inline nlohmann::ordered_json budget_or_null(size_type b) {
+  return b == solve_result::no_budget ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(b);
+}
+
+inline std::string stage_label(const io::chain_file& f, std::size_t k) {
+  if (k == f.chain.length()) return "the loss";
+  if (k < f.stage_names.size() && !f.stage_names[k].empty())
+    return "stage " + std::to_string(k) + " (" + printable(f.stage_names[k]) + ")";
+  return "stage " + std::to_string(k);
+}
+
+inline std::string chain_line(const io::chain_file& f) {
+  const std::size_t L = f.chain.length();
+  std::string units;
+  if (!f.time_unit.empty()) units += "time in " + printable(f.time_unit);
+  if (!f.memory_unit.empty())
+    units += (units.empty() ? "" : ", ") + ("memory in " + printable(f.memory_unit));
+  std::string text = std::to_string(L) + (L == 1 ? " stage" : " stages");
+  if (!units.empty()) text += "; " + units;
+  return f.name.empty() ? text : printable(f.name) + " (" + text + ")";
+}
+
+inline std::string slots_text(size_type slots) {
+  if (slots == auto_slots) return "--slots auto";
+  return slots == exact_units ? std::string("--slots exact") : "--slots " + std::to_string(slots);
+}
+
+// The slots of a least budget: the default's is the exact one (its least-memory DP runs on the
+// chain's own sizes).
+inline std::string least_slots_text(size_type slots) {
+  return slots_text(slots == auto_slots ? exact_units : slots);
+}
+
+}  // namespace detail
+
+/// `--info --json`: one object on one line.
+inline std::string format_info_json(const info_report& rep) {
+  const io::chain_file& f = *rep.file;
+  nlohmann::ordered_json j;
+  j["name"] = f.name;
+  j["stages"] = f.chain.length();
+  j["input_size"] = f.chain.input_size;
+  j["store_all_makespan"] = rep.store_all.makespan;
+  j["store_all_memory"] = rep.store_all.peak_memory;
+  // The slots of `min_feasible_budget` (the default's least budget is the exact one).
+  j["slots"] = rep.slots == exact_units || rep.slots == auto_slots
+                   ? nlohmann::ordered_json("exact")
+                   : nlohmann::ordered_json(rep.slots);
+  j["min_feasible_budget"] = detail::budget_or_null(rep.min_budget);
+  j["min_feasible_budget_exact"] = detail::budget_or_null(rep.min_budget_exact);
+  j["largest_stage_memory"] = rep.largest_requirement;
+  j["largest_stage"] = rep.largest_stage;
+  return j.dump() + '\n';
+}
+
+/// `--info` for a person.
+inline std::string format_info(const info_report& rep) {
+  using detail::format_memory;
+  const io::chain_file& f = *rep.file;
+  const std::string& mu = f.memory_unit;
+  const auto share = [&](size_type v) {
+    return rep.store_all.peak_memory > 0
+               ? ", " +
+                     detail::percent(static_cast<double>(v),
+                                     static_cast<double>(rep.store_all.peak_memory)) +
+                     " of store-all"
+               : std::string();
+  };
+  std::string out;
+  const auto line = [&](std::string_view key, const std::string& text) {
+    std::string l(key);
+    l.resize(15, ' ');
+    out += l + text + '\n';
+  };
+  line("chain", detail::chain_line(f));
+  line("input", format_memory(f.chain.input_size, mu));
+  line("store-all", "makespan " + detail::format_time(rep.store_all.makespan, f.time_unit) +
+                        ", peak " + format_memory(rep.store_all.peak_memory, mu));
+  if (rep.min_budget == solve_result::no_budget)
+    line("min budget", "none for optimal with " + detail::least_slots_text(rep.slots) +
+                           "; try more slots or --slots exact");
+  else
+    line("min budget", format_memory(rep.min_budget, mu) + share(rep.min_budget) +
+                           ", for optimal with " + detail::least_slots_text(rep.slots));
+  if (rep.min_budget_exact != solve_result::no_budget)
+    line("", format_memory(rep.min_budget_exact, mu) + share(rep.min_budget_exact) +
+                 ", on exact sizes (min-memory)");
+  line("largest stage", format_memory(rep.largest_requirement, mu) +
+                            share(rep.largest_requirement) + ", " +
+                            detail::stage_label(f, rep.largest_stage) + " alone");
+  line("", "(its forward with tape and its backward: no schedule fits in less)");
+  return out;
+}
+
+/// The solvers `--sweep` runs: those asked for, or every solver but `exhaustive` on chains too
+/// long for it (then `note` says so).
+
+}  // namespace remat::tools
