@@ -316,8 +316,9 @@ inline std::vector<exact_candidate> exact_candidates(const dp_plan& p, const sol
   const interval_bounds b = make_interval_bounds(md, p.need, p.branches);
   out.push_back({exact_engine::dense, main_dp_seconds(b, md.L, m, p.branches, p.threads),
                  fast_table_bytes(make_fast_layout(b, md.L, m), md.L, m, p.threads)});
-  std::stable_sort(out.begin(), out.end(), [](const exact_candidate& x, const exact_candidate& y) {
-    return x.seconds < y.seconds;
+  // Ties in the order frontier, search, dense. (No stable_sort: it allocates a buffer.)
+  std::sort(out.begin(), out.end(), [](const exact_candidate& x, const exact_candidate& y) {
+    return x.seconds < y.seconds || (x.seconds == y.seconds && x.engine < y.engine);
   });
   return out;
 }
