@@ -10,7 +10,8 @@
 //   set against the 500-slot solve of the same budget, timed in the same process before it
 //   (counters `slots500_ms`, the best of three; `time_ratio`, default over 500 slots;
 //   `makespan_ratio`, the default's makespan over the 500-slot one's, never above 1; `exact`, 1
-//   where the default's result is the exact optimum; `memory_loss` where it is not).
+//   where the default's result is the exact optimum; `makespan_loss` and `memory_loss`, its
+//   bounds, where it is not).
 // * `exact/<chain>/<percent>`: the forced exact solve (`--slots exact`, no time limit).
 // * `curve/<chain>`: the whole exact trade-off curve (`remat::trade_off`), with `est_s`, the
 //   estimate `remat::estimate_solve` made before it.
@@ -106,6 +107,7 @@ void default_solve(benchmark::State& state, const std::string& name, std::int64_
   state.counters["makespan_ratio"] = s.feasible ? r.plan.makespan / s.plan.makespan : 0;
   state.counters["exact"] = r.exact ? 1 : 0;
   state.counters["memory_loss"] = r.memory_loss;
+  state.counters["makespan_loss"] = r.makespan_loss;
 }
 
 void exact_solve(benchmark::State& state, const std::string& name, std::int64_t percent) {

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Regenerates the README's two benchmark tables, each from one run, footed with the commit and
+the machine (benchmarks/README.md says what each program measures).
+
+    python3 benchmarks/readme_tables.py speed   [BUILD_DIR]   # bench_solver_scaling default/*
+    python3 benchmarks/readme_tables.py quality [BUILD_DIR]   # bench_quality, every zoo chain
+
+BUILD_DIR (default build/release) holds the built benchmarks. `speed` writes the run's output to
+benchmarks/results/solver_scaling_default.json, `quality` to benchmarks/results/quality/; both
+print the Markdown table for the README on stdout. Standard library only.
+"""
+import json
+import os
+import platform
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
+
+
+def footer():
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip() or "unknown"
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"(commit {commit}; {model}, {os.cpu_count()} cores; one thread, CPU time)"
+
+
+def speed(build):
+    exe = os.path.join(build, "benchmarks", "bench_solver_scaling")
+    out = os.path.join(RESULTS, "solver_scaling_default.json")
+    subprocess.run([exe, "--benchmark_filter=^default/", "--benchmark_format=json",
+                    f"--benchmark_out={out}", "--benchmark_out_format=json"],
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        runs = json.load(f)["benchmarks"]
+    print("| chain (stages) | budget | default | 500 slots | time ratio | makespan ratio | exact |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    worst_time, worst_makespan = 0.0, 0.0
+    for r in runs:
+        _, chain, percent = r["name"].split("/")[:3]
+        ms = r["cpu_time"]
+        infeasible = r["makespan_ratio"] == 0
+        worst_time = max(worst_time, r["time_ratio"])
+        if not infeasible:
+            worst_makespan = max(worst_makespan, r["makespan_ratio"])
+        exact = "yes" if r["exact"] else f"within {100 * r['makespan_loss']:.2g}%"
+        makespan = "infeasible" if infeasible else f"{r['makespan_ratio']:.4f}"
+        print(f"| {chain} | {percent}% | {ms:.3g} ms | {r['slots500_ms']:.3g} ms "
+              f"| {r['time_ratio']:.2f} | {makespan} | {'-' if infeasible else exact} |")
+    print()
+    print(f"Largest time ratio {worst_time:.2f}, largest makespan ratio {worst_makespan:.4f} "
+          f"{footer()}.")
+
+
+def quality(build):
+    exe = os.path.join(build, "benchmarks", "bench_quality")
+    out = os.path.join(RESULTS, "quality")
+    subprocess.run([exe, out], check=True)
+    with open(os.path.join(out, "quality.md")) as f:
+        lines = f.read().splitlines()
+    # The two overhead tables of quality.md (50% and 30% of store-all), first setting of each
+    # network.
+    tables, current = [], None
+    for line in lines:
+        if line.startswith("### Makespan overhead"):
+            current = {}
+            tables.append(current)
+        elif current is not None and line.startswith("| ") and not line.startswith("| chain"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            network = cells[0].split("-b")[0]
+            current.setdefault(network, cells)
+        elif current is not None and line.startswith("## "):
+            current = None
+    header = [c.strip() for c in next(l for l in lines if l.startswith("| chain")).strip("|").split("|")]
+    keep = ["optimal (exact)", "optimal (500 slots)", "sequential", "chen-greedy", "revolve"]
+    cols = [header.index(k) for k in keep]
+    print("| network (stages) | " + " | ".join(keep) + " |")
+    print("|---|" + "---:|" * len(keep))
+    for network, at50 in tables[0].items():
+        at30 = tables[1][network]
+        row = [f"{a} / {b}" if a != b else a for a, b in ((at50[c], at30[c]) for c in cols)]
+        print(f"| {network} ({at50[1]}) | " + " | ".join(row) + " |")
+    print()
+    print(f"Makespan over store-all's at 50% / 30% of its peak memory {footer()}.")
+
+
+def main():
+    if len(sys.argv) < 2 or sys.argv[1] not in ("speed", "quality"):
+        sys.exit(__doc__)
+    build = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "build", "release")
+    (speed if sys.argv[1] == "speed" else quality)(build)
+
+
+if __name__ == "__main__":
+    main()
