@@ -2,7 +2,7 @@
 """Regenerates the README's two benchmark tables, each from one run, footed with the commit and
 the machine (benchmarks/README.md says what each program measures).
 
-    python3 benchmarks/readme_tables.py speed   [BUILD_DIR]   # bench_solver_scaling default/*
+    python3 benchmarks/readme_tables.py speed   [BUILD_DIR] [--reuse]  # bench_solver_scaling default/*
     python3 benchmarks/readme_tables.py quality [BUILD_DIR]   # bench_quality, every zoo chain
 
 BUILD_DIR (default build/release) holds the built benchmarks. `speed` writes the run's output to
@@ -19,9 +19,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 
 
-def footer():
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip() or "unknown"
+def footer(commit=None, timed=True):
+    commit = commit or subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                      capture_output=True, text=True).stdout.strip() or "unknown"
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -31,34 +31,47 @@ def footer():
                     break
     except OSError:
         pass
-    return f"(commit {commit}; {model}, {os.cpu_count()} cores; one thread, CPU time)"
+    timing = "; one thread, CPU time" if timed else ""
+    return f"(commit {commit}; {model}, {os.cpu_count()} cores{timing})"
 
 
-def speed(build):
+def ms(t):
+    """Milliseconds with three significant digits, no exponent."""
+    return f"{t:.0f}" if t >= 100 else f"{t:.3g}"
+
+
+def speed(build, reuse):
     exe = os.path.join(build, "benchmarks", "bench_solver_scaling")
     out = os.path.join(RESULTS, "solver_scaling_default.json")
-    subprocess.run([exe, "--benchmark_filter=^default/", "--benchmark_format=json",
-                    f"--benchmark_out={out}", "--benchmark_out_format=json"],
-                   check=True, stdout=subprocess.DEVNULL)
+    if not reuse:
+        subprocess.run([exe, "--benchmark_filter=^default/", "--benchmark_format=json",
+                        f"--benchmark_out={out}", "--benchmark_out_format=json"],
+                       check=True, stdout=subprocess.DEVNULL)
     with open(out) as f:
-        runs = json.load(f)["benchmarks"]
-    print("| chain (stages) | budget | default | 500 slots | time ratio | makespan ratio | exact |")
+        data = json.load(f)
+    if not reuse:  # the commit the run measured, for the footer of later --reuse tables
+        data["remat_commit"] = subprocess.run(
+            ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True).stdout.strip()
+        with open(out, "w") as f:
+            json.dump(data, f, indent=1)
+    runs = data["benchmarks"]
+    print("| chain | budget | default (ms) | 500 slots (ms) | time ratio | makespan ratio | exact |")
     print("|---|---:|---:|---:|---:|---:|---|")
     worst_time, worst_makespan = 0.0, 0.0
     for r in runs:
         _, chain, percent = r["name"].split("/")[:3]
-        ms = r["cpu_time"]
         infeasible = r["makespan_ratio"] == 0
         worst_time = max(worst_time, r["time_ratio"])
         if not infeasible:
             worst_makespan = max(worst_makespan, r["makespan_ratio"])
         exact = "yes" if r["exact"] else f"within {100 * r['makespan_loss']:.2g}%"
         makespan = "infeasible" if infeasible else f"{r['makespan_ratio']:.4f}"
-        print(f"| {chain} | {percent}% | {ms:.3g} ms | {r['slots500_ms']:.3g} ms "
+        print(f"| {chain} | {percent}% | {ms(r['cpu_time'])} | {ms(r['slots500_ms'])} "
               f"| {r['time_ratio']:.2f} | {makespan} | {'-' if infeasible else exact} |")
     print()
     print(f"Largest time ratio {worst_time:.2f}, largest makespan ratio {worst_makespan:.4f} "
-          f"{footer()}.")
+          f"{footer(data.get('remat_commit'))}.")
 
 
 def quality(build):
@@ -90,14 +103,18 @@ def quality(build):
         row = [f"{a} / {b}" if a != b else a for a, b in ((at50[c], at30[c]) for c in cols)]
         print(f"| {network} ({at50[1]}) | " + " | ".join(row) + " |")
     print()
-    print(f"Makespan over store-all's at 50% / 30% of its peak memory {footer()}.")
+    print(f"Makespan over store-all's at 50% / 30% of its peak memory {footer(timed=False)}.")
 
 
 def main():
     if len(sys.argv) < 2 or sys.argv[1] not in ("speed", "quality"):
         sys.exit(__doc__)
-    build = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "build", "release")
-    (speed if sys.argv[1] == "speed" else quality)(build)
+    args = [a for a in sys.argv[2:] if a != "--reuse"]
+    build = args[0] if args else os.path.join(ROOT, "build", "release")
+    if sys.argv[1] == "speed":
+        speed(build, "--reuse" in sys.argv)  # --reuse: the table of the last run's JSON
+    else:
+        quality(build)
 
 
 if __name__ == "__main__":

@@ -213,9 +213,8 @@ inline std::string format_report(const solve_report& rep) {
     solver_text += ", exact sizes";
   if (detail::bounded(rep)) {
     char bound[160];
-    std::snprintf(bound, sizeof bound,
-                  " (within %.2g%% of memory and %.2g%% of makespan of the exact optimum)",
-                  100 * r.memory_loss, 100 * r.makespan_loss);
+    std::snprintf(bound, sizeof bound, " (makespan within %.2g%% of the exact optimum's)",
+                  100 * r.makespan_loss);
     solver_text += bound;
   }
   line("solver", solver_text);

@@ -300,13 +300,16 @@ inline std::vector<exact_candidate> exact_candidates(const dp_plan& p, const sol
                        .max_points = limits.max_points(),
                        .stop_on_projection = false,
                        .cap = m});
-  // The frontier DP stops as soon as a projection made as it goes passes its limit, and from the
-  // first diagonals that can be above the whole: the most of them.
-  const double work =
-      probe.complete ? probe.work : std::max(probe.projected_work, probe.peak_projected_work);
-  const double points = probe.complete
-                            ? probe.points_done
-                            : std::max(probe.projected_points, probe.peak_projected_points);
+  // Exact asked for, the frontier DP stops as soon as a projection made as it goes passes its
+  // limit, and from the first diagonals that can be above the whole: the most of them. The
+  // default runs it to its limit of work instead, and weighs it on the projection.
+  const bool stops = p.mode != dp_mode::automatic;
+  const double work = probe.complete ? probe.work
+                      : stops        ? std::max(probe.projected_work, probe.peak_projected_work)
+                                     : probe.projected_work;
+  const double points = probe.complete ? probe.points_done
+                        : stops ? std::max(probe.projected_points, probe.peak_projected_points)
+                                : probe.projected_points;
   out.push_back({exact_engine::frontier, limits.fixed.seconds + work / limits.rate,
                  limits.fixed.bytes + points * frontier_point_bytes});
   bounds = search_plan(md, m, p.branches, p.threads);
@@ -359,6 +362,7 @@ inline std::optional<solve_result> run_exact(const chain& c, const dp_plan& p,
                          .threads = limits.threads,
                          .max_work = (left - limits.fixed.seconds) * limits.rate,
                          .max_points = limits.max_points(),
+                         .stop_on_projection = p.mode != dp_mode::automatic,
                          .cap = m});
         spent += limits.fixed.seconds + t.work / limits.rate;
         if (t.complete) return exact_result(frontier_ops(md, t, 0, md.L, m), t.value(0, md.L, m));

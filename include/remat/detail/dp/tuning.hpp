@@ -41,7 +41,7 @@ struct tuning_constants {
   // engines' estimates, and how many times its lower bounds' DP the search is estimated to take
   // in all (`search/*`, `default/*`).
   double frontier_probe_seconds = 0.001;
-  double frontier_probe_share = 0.25;  // of the allowance, at most: the probe leaves the rest
+  double frontier_probe_share = 0.5;  // of the allowance, at most: the probe leaves the rest
   double search_cost_factor = 2;
   double auto_min_exact_seconds = 0.001;
   size_type auto_bound_slots = 250;  // memories of the bound's DP (sizes rounded down)
