@@ -135,9 +135,10 @@ inline solve_estimate estimate_plan(const chain& c, const dp_plan& p, const solv
     out.within_limits = false;
     return out;
   }
-  // The 500-slot DP and its bound's DP, which rounds to fewer memories.
+  // The exact attempts (at most the allowance), then the 500-slot DP and its bound's DP, which
+  // rounds to fewer memories.
   const double bound_share = static_cast<double>(tuning.auto_bound_slots) / rotor_slots;
-  out.seconds += (1 + bound_share) * p.dense_seconds;
+  out.seconds += p.allowance + (1 + bound_share) * p.dense_seconds;
   out.bytes = std::max(out.bytes, p.dense_bytes);
   return out;
 }

@@ -79,7 +79,11 @@ inline dp_cost_bound dp_cost_for_length(const chain& c, std::int32_t K, size_typ
   const double values = static_cast<double>(d.budget) + 1;
   const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
   const unsigned threads = std::min(dp_threads(options.threads), cores);
-  out.seconds += values * need_dp_pairs(K) / (main_triples_per_second(K, branches) * threads);
+  // The default runs its bound's DP (`auto_bound_slots` memories) after the 500-slot one, and
+  // gives its exact attempts no more than the limit leaves.
+  const double dense = values * need_dp_pairs(K) / (main_triples_per_second(K, branches) * threads);
+  out.seconds +=
+      by_default ? dense * (1 + static_cast<double>(tuning.auto_bound_slots) / rotor_slots) : dense;
   out.bytes = std::max(out.bytes, 8 * values * static_cast<double>(interval_count(K)));
   return out;
 }

@@ -156,16 +156,20 @@ inline dp_plan choose(const chain& c, size_type budget, const solve_options& opt
     return p;
   }
   // The default: the 500-slot solve's estimate (with its least budget, as a user runs it) sets
-  // what the exact engines may spend, and its DP is the fallback. Where that DP would pass the
-  // limits, the exact engines get the limits, as when exact is asked for.
+  // what the exact engines may spend, and its DP is the fallback, with the bound's DP (on
+  // `auto_bound_slots` memories). Where those would pass the limits, the exact engines get the
+  // limits, as when exact is asked for; elsewhere the exact attempts, the fallback and its bound
+  // together stay within `max_estimated_seconds`.
   plan_slots(c, p, options, rotor_slots);
   const double slots_seconds = p.slots_need_seconds + p.dense_seconds;
-  p.fallback = !(p.need_seconds + p.dense_seconds > options.max_estimated_seconds) &&
+  const double fallback_seconds =
+      p.dense_seconds * (1 + static_cast<double>(tuning.auto_bound_slots) / rotor_slots);
+  const double room = options.max_estimated_seconds - p.need_seconds - fallback_seconds;
+  p.fallback = !(room < 0) &&
                !(p.dense_bytes >
                  static_cast<double>(options.max_table_bytes.value_or(default_table_limit())));
-  p.allowance = p.fallback ? std::min(options.max_estimated_seconds,
-                                      std::max(tuning.auto_min_exact_seconds,
-                                               tuning.auto_exact_share * slots_seconds))
+  p.allowance = p.fallback ? std::min(room, std::max(tuning.auto_min_exact_seconds,
+                                                     tuning.auto_exact_share * slots_seconds))
                            : options.max_estimated_seconds;
   return p;
 }
