@@ -1,4 +1,4 @@
-// remat-zoo: writes a network of the zoo (include/remat/zoo.hpp, docs ZOO.md) as a chain file
+// remat-zoo: writes a network of the zoo (include/remat/zoo.hpp, docs/cli.md) as a chain file
 // (docs chain-format.md), each stage with its forward `flops` and the chain with its
 // `total_flops` and the settings it was built with (keys that chain readers ignore).
 #include <remat/io/chain_json.hpp>

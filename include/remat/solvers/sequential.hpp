@@ -9,7 +9,7 @@
 //   backward  B over the last run, last stage first; then for each earlier run, latest first:
 //             F_all over the run from its kept input (the recomputation with grad enabled), then B
 //             over the run, last stage first.
-// Makespan: sum fw + sum bw + loss + sum of fw over the stages of runs 1 .. k-1 (BASELINES.md).
+// Makespan: sum fw + sum bw + loss + sum of fw over the stages of runs 1 .. k-1.
 // The solver replays the schedule of every k on the chain's byte sizes and keeps the fastest
 // that fits (ties to the lower peak, then to fewer segments); `min_feasible_budget` is the least
 // peak over all k. Sizes are used as given (`options.slots` does not apply).

@@ -11,7 +11,7 @@
 //                      counts (the output for a forward without recording, the whole tape for a
 //                      recording one), found by replaying the ops and freeing each buffer after
 //                      its last reader;
-//   backward_overhead  ZOO.md's rule: the input's gradient (the two gradient paths of a residual
+//   backward_overhead  the zoo's rule: the input's gradient (the two gradient paths of a residual
 //                      or concatenation meet there; elsewhere it stands for the framework's
 //                      accumulation buffer) plus the largest intermediate's gradient;
 //   times              a roofline per op, t = max(flops / peak, bytes / bandwidth), summed over
@@ -144,7 +144,7 @@ class stage_recorder {
     save(x);
   }
 
-  /// ReLU into a new buffer, differentiated from its input (which it saves), as ZOO.md's VGG
+  /// ReLU into a new buffer, differentiated from its input (which it saves), as the zoo's VGG
   /// accounting has it: conv output and ReLU output both kept.
   tensor relu(tensor x) {
     unary_cost("relu", x);
@@ -298,7 +298,7 @@ class stage_recorder {
     r.costs.tape_size = tape;
     // One overhead for both forwards, the larger: the zoo's chains give no recording overhead
     // (docs/recording-overhead.md), so they, and every result computed on them, stay as
-    // ZOO.md defines them. `recording_excess` alone would be F_all's.
+    // the zoo defines them. `recording_excess` alone would be F_all's.
     r.costs.forward_overhead = std::max({size_type{0}, plain_excess, recording_excess});
     r.costs.backward_overhead =
         add(input_differentiable_ ? bytes(input()) : 0, largest_intermediate);

@@ -83,9 +83,9 @@ inline double main_dp_triples(const interval_bounds& b, std::int32_t L, size_typ
 inline double main_triples_per_second(std::int32_t L, dp_branches branches) noexcept {
   const double growth = std::sqrt(std::max(1.0, static_cast<double>(L) / 100));
   return tuning.dense_triples_per_second *
-         (branches == dp_branches::tape_and_checkpoint
-              ? growth
-              : std::min(growth, tuning.dense_growth_cap_checkpoint_only));
+         std::min(growth, branches == dp_branches::tape_and_checkpoint
+                              ? tuning.dense_growth_cap
+                              : tuning.dense_growth_cap_checkpoint_only);
 }
 
 // Their seconds, with `threads` threads on as many cores as there are.

@@ -22,8 +22,10 @@ struct tuning_constants {
   double frontier_work_per_second = 5e7;       // frontier DP: `frontier/*`
   double search_work_per_second = 3.5e7;       // branch and bound: `search/*`
   // The dense DP's rate grows with the chain (its window answers a larger share of the cells'
-  // values in O(1)): as sqrt(L / 100), to at most `dense_growth_cap_checkpoint_only` times
-  // without the tape branch (`dense/*`, `dense_checkpoint_only/*`).
+  // values in O(1)): as sqrt(L / 100), to at most `dense_growth_cap` times (the rate levels off
+  // from about 500 stages: `dense/*`), `dense_growth_cap_checkpoint_only` without the tape branch
+  // (`dense_checkpoint_only/*`).
+  double dense_growth_cap = 2.5;
   double dense_growth_cap_checkpoint_only = 2;
 
   // Branch and bound (engines/search.hpp).

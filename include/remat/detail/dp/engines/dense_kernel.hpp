@@ -200,11 +200,10 @@ class dp {
       if (cs.active) std::fill(cs.block_best, cs.block_best + cs.blocks, infinite_time);
     branch br;
     // Every (branch, block) whose bound is below the block's best, j ascending: the branches of
-    // least forward cost first. (Running first, in each block, the branch of least bound there
-    // cost more than it saved: 20% more time at 200 and 500 stages.) The split points go by
-    // groups of `split_group`, each cell taking the whole group in turn, so that its best stays
-    // in L1 for that many branches (5 to 10% faster than one split point at a time at 200 and
-    // 500 stages; the order of each cell's branches, hence every bit, is unchanged).
+    // least forward cost first (running first, in each block, the branch of least bound there
+    // costs more than it saves). The split points go by groups of `split_group`, each cell
+    // taking the whole group in turn, so that its best stays in L1 for that many branches (the
+    // order of each cell's branches, hence every bit, is unchanged; bench_engines, `dense/*`).
     for (std::int32_t j0 = lo; j0 <= l0; j0 += split_group)
       for (cell_state& cs : s.cells) {
         if (!cs.active || cs.end_high <= cs.a) continue;
@@ -390,7 +389,7 @@ class dp {
   // P(j) - P(i)). So min_j H(j, m) - P(i), over the split points in column l's window, bounds all
   // of them from below, and where the least j reaching it has m >= store(i, j-1) (its left part
   // is S there), that branch reaches the bound: it is their exact least value. This holds at
-  // almost every m from some point up (74% of the (cell, m) pairs at 200 stages), where it takes
+  // almost every m from some point up (most (cell, m) pairs of long chains), where it takes
   // O(1) per m instead of a pass over the split points. Writes it into best from that point on
   // and returns the point (b + 1: none).
   //
@@ -512,7 +511,7 @@ class dp {
   // Asks the cache for what `prepare` and the block tests read of split point j (its intervals'
   // summaries and first samples, and the first values the cell reads) and for the summary of
   // the right interval of j + 1: a column's intervals lie far apart in the table, so these are
-  // misses otherwise (5 to 7% of the time at 200 stages).
+  // misses otherwise.
   [[gnu::always_inline]] inline void prefetch_next(const cell_state& cs, std::int32_t j) const {
 #if defined(__GNUC__) || defined(__clang__)
     if (j < cs.l) __builtin_prefetch(&info_[interval_index(md_.L, j + 1, cs.l)]);

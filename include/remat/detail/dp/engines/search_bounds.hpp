@@ -50,14 +50,14 @@ struct lower_bound_plan {
 // The unit of the lower bounds. Rounding every size down loses its remainder, and a sum of sizes
 // loses the sum of theirs: the bounds are only as tight as the remainders are small. Tensor sizes
 // share large factors (powers of two times channels and batch), and a unit that divides the
-// common sizes keeps the bounds exact on them. On ResNet-1001 at 30% of store-all, m / 512 is
-// 1.4 MiB and rounds its 333 outputs of 2 MiB down by a third; 2 MiB (m / 702) rounds down only
-// its 9 odd sizes, and the search does 600 times less work. Candidates: each of the heaviest sizes
+// common sizes keeps the bounds exact on them (on a ResNet whose outputs are all one power of
+// two, m / 512 can round each down by a third where that power of two rounds none, and the
+// search does far less work). Candidates: each of the heaviest sizes
 // (count x size) halved while even, from slots / 4 to 4 slots memories (the DP's time grows with
 // them). The largest whose remainders, one per occurrence, sum to at most 2% of m, if it leaves at
-// most 2 slots memories or the unit near m / slots loses more than 20% of m; else (DenseNet: 141
-// distinct sizes) the one that loses least from half to twice m / slots, m / slots included (ties
-// to the larger unit).
+// most 2 slots memories or the unit near m / slots loses more than 20% of m; else (many distinct
+// sizes, as DenseNet's concatenations) the one that loses least from half to twice m / slots,
+// m / slots included (ties to the larger unit).
 inline size_type lower_bound_unit(const model& md, size_type m, size_type slots) {
   const size_type n = std::max<size_type>(1, slots);
   const size_type target = std::max<size_type>(1, m / n);
@@ -115,8 +115,8 @@ inline size_type lower_bound_unit(const model& md, size_type m, size_type slots)
       if (u % 2 != 0) break;
     }
   // Finer than 2 slots (the DP's time up to twice that at `slots`) only where the unit near
-  // m / slots loses much: ResNet-1001 at 50% of store-all, 2 MiB is m / 1170 and m / 512 loses
-  // 39% of m; on DenseNet the aligned units are m / 2000 and finer, and the near one loses 4-10%.
+  // m / slots loses much (the aligned unit of a deep ResNet at a large budget); where the aligned
+  // units are far finer and the near one loses little (DenseNet), the near one.
   if (aligned >= near_lo || (aligned > 0 && near_loss > large_loss)) return aligned;
   return near;
 }
