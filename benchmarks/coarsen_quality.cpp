@@ -1,7 +1,7 @@
 // Coarsening: what solving blocks instead of stages costs, and how long chains solve.
 //
 // Part 1, quality: zoo chains at operator granularity of 99 to 289 stages (where the fine DP
-// runs), at 30%, 50% and 70% of store-all's peak. For each, the optimal solver (500 slots) on
+// runs), at 30%, 50% and 70% of store-all's peak. For each, the optimal solver (default solve) on
 // the fine chain, then on the chain coarsened to L/2, L/4 and L/8 blocks with least-loss and with
 // evenly spaced cuts (solve_options::coarsen), each schedule replayed on the fine chain. Printed:
 // the makespan over the fine DP's (1.000: nothing lost), and the fine DP's over store-all's.
@@ -76,7 +76,7 @@ int main() {
   resnet.operators = true;
   chains.push_back(remat::zoo::build("resnet50", resnet));
 
-  std::printf("## Quality: coarsen-then-solve over the fine DP (optimal, 500 slots)\n\n");
+  std::printf("## Quality: coarsen-then-solve over the fine DP (optimal, default solve)\n\n");
   std::printf("| chain | L | budget | fine DP / store-all | fine DP s | K | least-loss | even |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const remat::zoo::network& n : chains) {

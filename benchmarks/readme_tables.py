@@ -3,7 +3,7 @@
 the machine (benchmarks/README.md says what each program measures).
 
     python3 benchmarks/readme_tables.py speed   [BUILD_DIR] [--reuse]  # bench_solver_scaling default/*
-    python3 benchmarks/readme_tables.py quality [BUILD_DIR]   # bench_quality, every zoo chain
+    python3 benchmarks/readme_tables.py quality [BUILD_DIR] [--reuse]  # bench_quality, the zoo
 
 BUILD_DIR (default build/release) holds the built benchmarks. `speed` writes the run's output to
 benchmarks/results/solver_scaling_default.json, `quality` to benchmarks/results/quality/; both
@@ -74,10 +74,16 @@ def speed(build, reuse):
           f"{footer(data.get('remat_commit'))}.")
 
 
-def quality(build):
+def quality(build, reuse):
     exe = os.path.join(build, "benchmarks", "bench_quality")
     out = os.path.join(RESULTS, "quality")
-    subprocess.run([exe, out], check=True)
+    if not reuse:
+        subprocess.run([exe, out], check=True)
+        with open(os.path.join(out, "commit"), "w") as f:
+            f.write(subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                   capture_output=True, text=True).stdout)
+    with open(os.path.join(out, "commit")) as f:
+        commit = f.read().strip()
     with open(os.path.join(out, "quality.md")) as f:
         lines = f.read().splitlines()
     # The two overhead tables of quality.md (50% and 30% of store-all), first setting of each
@@ -100,10 +106,12 @@ def quality(build):
     print("|---|" + "---:|" * len(keep))
     for network, at50 in tables[0].items():
         at30 = tables[1][network]
-        row = [f"{a} / {b}" if a != b else a for a, b in ((at50[c], at30[c]) for c in cols)]
+        row = [a if a == b == "infeasible" else f"{a} / {b}"
+               for a, b in ((at50[c], at30[c]) for c in cols)]
         print(f"| {network} ({at50[1]}) | " + " | ".join(row) + " |")
     print()
-    print(f"Makespan over store-all's at 50% / 30% of its peak memory {footer(timed=False)}.")
+    print(f"Makespan over store-all's at 50% / 30% of its peak memory "
+          f"{footer(commit, timed=False)}.")
 
 
 def main():
@@ -111,10 +119,8 @@ def main():
         sys.exit(__doc__)
     args = [a for a in sys.argv[2:] if a != "--reuse"]
     build = args[0] if args else os.path.join(ROOT, "build", "release")
-    if sys.argv[1] == "speed":
-        speed(build, "--reuse" in sys.argv)  # --reuse: the table of the last run's JSON
-    else:
-        quality(build)
+    # --reuse: the table of the last run's output, without running the benchmark again.
+    (speed if sys.argv[1] == "speed" else quality)(build, "--reuse" in sys.argv)
 
 
 if __name__ == "__main__":
