@@ -333,9 +333,12 @@ inline std::vector<exact_candidate> exact_candidates(const dp_plan& p, const sol
 // The exact solve at the plan's budget by the engines in order of their estimates, each that
 // fits what is left of the allowance (and the table limit) tried until one finishes; empty where
 // none does. `lower_bounds` receives the search's lower bounds where it ran.
+// `weighed` receives the engines' estimates, the frontier DP's as it projected when it stopped
+// and without the search where it gave up: what a refusal reports.
 inline std::optional<solve_result> run_exact(const chain& c, const dp_plan& p,
                                              const solve_options& options,
-                                             std::optional<lower_bound_table>& lower_bounds) {
+                                             std::optional<lower_bound_table>& lower_bounds,
+                                             std::vector<exact_candidate>& weighed) {
   const model& md = p.md;
   const size_type m = p.budget - md.x[0];
   const frontier_limits limits = frontier_limits_of(md.L, options, p.threads);
@@ -352,6 +355,11 @@ inline std::optional<solve_result> run_exact(const chain& c, const dp_plan& p,
   std::optional<lower_bound_plan> bounds;
   const std::vector<exact_candidate> candidates =
       exact_candidates(p, options, probe_seconds, probe, bounds);
+  weighed = candidates;
+  auto update = [&weighed](exact_engine engine, double seconds, double bytes) {
+    for (exact_candidate& w : weighed)
+      if (w.engine == engine) w = {engine, seconds, bytes};
+  };
   if (probe.complete)
     return exact_result(frontier_ops(md, probe, 0, md.L, m), probe.value(0, md.L, m));
   double spent = probe.work / limits.rate;
@@ -370,6 +378,10 @@ inline std::optional<solve_result> run_exact(const chain& c, const dp_plan& p,
                          .cap = m});
         spent += limits.fixed.seconds + t.work / limits.rate;
         if (t.complete) return exact_result(frontier_ops(md, t, 0, md.L, m), t.value(0, md.L, m));
+        update(exact_engine::frontier,
+               limits.fixed.seconds + std::max(t.projected_work, t.work) / limits.rate,
+               limits.fixed.bytes +
+                   std::max(t.projected_points, t.points_done) * frontier_point_bytes);
         break;
       }
       case exact_engine::search: {
@@ -379,6 +391,7 @@ inline std::optional<solve_result> run_exact(const chain& c, const dp_plan& p,
             p.threads, left, byte_limit, &lower_bounds);
         spent += r.work / tuning.search_work_per_second;
         if (r.complete) return exact_result(r.ops, r.value);
+        update(exact_engine::search, infinite_time, e.bytes);  // it gave up: no estimate
         break;
       }
       case exact_engine::dense: {
@@ -391,20 +404,25 @@ inline std::optional<solve_result> run_exact(const chain& c, const dp_plan& p,
   return std::nullopt;
 }
 
-// The refusal of an exact solve no engine finished within the limits: the frontier DP's and the
-// dense DP's estimates at the budget.
+// The refusal of an exact solve no engine finished within the limits, with the estimate of the
+// engine that came nearest: the fastest of those whose table fits, else the smallest table.
 [[noreturn]] inline void refuse_exact(const chain& c, const dp_plan& p,
-                                      const solve_options& options) {
-  const model& md = p.md;
-  const size_type m = p.budget - md.x[0];
-  const frontier_limits limits = frontier_limits_of(md.L, options, p.threads);
-  const frontier_table t = frontier_dp(
-      md, {}, {.branches = p.branches, .threads = limits.threads, .max_work = 0, .cap = m});
-  const interval_bounds b = make_interval_bounds(md, p.need, p.branches);
-  const double dense = main_dp_seconds(b, md.L, m, p.branches, limits.threads);
-  refuse_frontier(
-      name(p.which), c, std::min(limits.fixed.seconds + t.projected_work / limits.rate, dense),
-      limits.fixed.bytes + t.projected_points * frontier_point_bytes, options, limits.byte_limit);
+                                      const solve_options& options,
+                                      const std::vector<exact_candidate>& weighed) {
+  const frontier_limits limits = frontier_limits_of(p.md.L, options, p.threads);
+  const auto byte_limit = static_cast<double>(limits.byte_limit);
+  const exact_candidate* nearest = nullptr;
+  for (const exact_candidate& e : weighed) {
+    if (!(e.seconds < infinite_time)) continue;
+    const bool fits = !(e.bytes > byte_limit);
+    const bool nearest_fits = nearest != nullptr && !(nearest->bytes > byte_limit);
+    if (nearest == nullptr || (fits && (!nearest_fits || e.seconds < nearest->seconds)) ||
+        (!fits && !nearest_fits && e.bytes < nearest->bytes))
+      nearest = &e;
+  }
+  const exact_candidate none{exact_engine::frontier, infinite_time, 0};
+  if (nearest == nullptr) nearest = &none;
+  refuse_frontier(name(p.which), c, nearest->seconds, nearest->bytes, options, limits.byte_limit);
 }
 
 // The least-memory DP's schedule (the fastest of least peak among its choices) at the plan's
@@ -446,8 +464,9 @@ constexpr solve_result run(const chain& c, const dp_plan& p, const solve_options
                            p.which);
   }
   std::optional<lower_bound_table> bounds;
-  if (std::optional<solve_result> r = run_exact(c, p, options, bounds)) return *r;
-  if (!p.fallback) refuse_exact(c, p, options);
+  std::vector<exact_candidate> weighed;
+  if (std::optional<solve_result> r = run_exact(c, p, options, bounds, weighed)) return *r;
+  if (!p.fallback) refuse_exact(c, p, options, weighed);
   solve_result r = run_slots(c, p, options, p.min_feasible_budget);
   // Sizes rounded up to slots can pass a budget that the chain's own sizes fit (near the exact
   // least budget): the least-memory DP's schedule fits from that least budget up.
