@@ -19,6 +19,7 @@
 #include <remat/coarsen.hpp>
 #include <remat/detail/dp/cost.hpp>
 #include <remat/detail/dp/discretize.hpp>
+#include <remat/detail/dp/frontier_solve.hpp>
 #include <remat/detail/dp/intervals.hpp>
 #include <remat/detail/dp/platform.hpp>
 #include <remat/detail/dp/tuning.hpp>
@@ -54,8 +55,7 @@ inline dp_cost_bound dp_cost_for_length(const chain& c, std::int32_t K, size_typ
     return out;
   }
   if (!refuses_long_chains(options.solver)) return out;
-  const dp_branches branches = options.solver == solver::optimal ? dp_branches::tape_and_checkpoint
-                                                                 : dp_branches::checkpoint_only;
+  const dp_branches branches = branches_of(options.solver);
   double total = 0;
   for (const stage& s : c.stages)
     total += static_cast<double>(s.output_size) + static_cast<double>(s.tape_size) +
