@@ -24,13 +24,20 @@
 // The first step at an input shape profiles the model at that shape (see profile.hpp) and every
 // budget is solved once per shape; an input of a shape never seen is profiled again, or refused
 // with `model_error` when `executor_options::on_new_shape` says so. Parameters' gradients are
-// outside the budget: a step gives undefined ones a zero tensor before it starts measuring.
+// outside the budget: a step gives undefined ones a zero tensor before it starts measuring, for
+// every parameter the stages and the loss reach (stage.hpp), declared or not.
+//
+// Every step measures what each op allocates and compares it with the profile's prediction:
+// `step_result::within_budget` and `as_predicted` say how it went, and
+// `executor_options::enforce_budget` makes an op that goes above the budget an error.
 #pragma once
 
 #include <remat/schedule.hpp>
 #include <remat/solve.hpp>
+#include <remat/torch/detail/state.hpp>
 #include <remat/torch/memory.hpp>
 #include <remat/torch/profile.hpp>
+#include <remat/torch/stage.hpp>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -61,6 +68,30 @@ struct executor_options {
   new_shape_policy on_new_shape = new_shape_policy::profile;
   /// Where memory is measured; `cpu_memory()` when null.
   memory_meter* memory = nullptr;
+  /// Throw `budget_exceeded` as soon as an op's measured peak goes above the step's budget.
+  bool enforce_budget = false;
+};
+
+/// An op of a step that allocated more than the budget (`executor_options::enforce_budget`).
+/// The step stops there; gradients, buffers and the generator are as they were when it started
+/// if the op came before the backward began (as a `model_error` leaves them), otherwise the
+/// gradients hold what the backward had accumulated.
+class budget_exceeded : public std::runtime_error {
+ public:
+  budget_exceeded(std::size_t op_index, const std::string& op, size_type measured,
+                  size_type predicted, size_type budget)
+      : std::runtime_error("op " + std::to_string(op_index) + " (" + op + ") allocated " +
+                           std::to_string(measured) + " bytes, above the budget of " +
+                           std::to_string(budget) + " (predicted " + std::to_string(predicted) +
+                           ")"),
+        op_index_(op_index),
+        measured_(measured) {}
+  [[nodiscard]] std::size_t op_index() const noexcept { return op_index_; }
+  [[nodiscard]] size_type measured() const noexcept { return measured_; }
+
+ private:
+  std::size_t op_index_;
+  size_type measured_;
 };
 
 /// What one training step did. Memory is relative to what was allocated before the step (the
@@ -69,32 +100,42 @@ struct step_result {
   bool feasible = false;  ///< false: no schedule fits the budget; nothing ran, nothing changed
   size_type budget = 0;
   size_type min_feasible_budget = 0;  ///< the least budget the solver finds a schedule for
-  remat::schedule plan;               ///< the ops run, with the predicted makespan and peak
-  /// The peak the profile predicts for the ops (`expected_peak`: the simulator's on the profiled
-  /// chain, each F_all with its recording overhead): what `measured_peak` should be, and equal to
-  /// `plan.peak_memory`.
+  remat::schedule plan;               ///< the ops run, with the model's makespan and peak
+  /// What the profile predicts each op allocates (`expected_op_peaks`) and their largest
+  /// (`expected_peak`): what `op_peaks` and `measured_peak` should be. `expected_peak` is the
+  /// model's `plan.peak_memory`, or below it by a backward's slack (profiled_chain).
+  std::vector<size_type> expected_op_peaks;
   size_type expected_peak = 0;
   double loss = 0;                  ///< the loss's value
   size_type measured_peak = 0;      ///< the most allocated while the step ran, in bytes
   std::vector<size_type> op_peaks;  ///< the most allocated while each op ran
+  bool within_budget = false;       ///< `measured_peak <= budget`
+  bool as_predicted = false;        ///< `op_peaks == expected_op_peaks`, so the peaks are equal
   double measured_ms = 0;           ///< wall time of the step, milliseconds
   at::Tensor input_gradient;        ///< g_0 (undefined for an input that cannot have one)
 };
 
 class executor {
  public:
-  /// The stages of a `torch::nn::Sequential`; for a range of callables, see `stages_of`.
-  explicit executor(const ::torch::nn::Sequential& net, executor_options options = {})
-      : executor(stages_of(net), options) {}
-  explicit executor(std::vector<stage> stages, executor_options options = {})
-      : stages_(std::move(stages)), options_(options), parameters_(detail::parameters_of(stages_)) {
+  /// The stages of anything `stages_of` takes: a `torch::nn::Sequential`, a scripted
+  /// `torch.nn.Sequential`, a range of stages, TorchScript modules, module holders or callables.
+  template <class Stages>
+    requires requires(Stages&& s) {
+      { stages_of(std::forward<Stages>(s)) } -> std::same_as<std::vector<stage>>;
+    }
+  explicit executor(Stages&& stages, executor_options options = {})
+      : stages_(stages_of(std::forward<Stages>(stages))), options_(options) {
     if (stages_.empty()) throw model_error(model_error::no_stage, "no stages to run");
   }
 
   /// Profiles the model at `sample`'s shape (again, if it was) with `loss`.
   const profiled_chain& profile(const at::Tensor& sample, const loss_function& loss) {
+    if (options_.profiling.runs < 1 || options_.profiling.warmup < 0)
+      throw std::invalid_argument("profile_options: runs must be >= 1 and warmup >= 0");
+    discover(sample, loss);
+    profiled_chain p = detail::profile_stages(stages_, state_, sample, loss, options_.profiling);
     entry& e = shapes_[tensor_shape::of(sample)];
-    e.profile = remat::torch::profile(stages_, sample, loss, options_.profiling);
+    e.profile = std::move(p);
     e.plans.clear();
     e.profiled = true;
     return e.profile;
@@ -119,13 +160,21 @@ class executor {
     return it == shapes_.end() || !it->second.profiled ? nullptr : &it->second.profile;
   }
 
+  /// Solves with `options` from now on (another solver, other slots); the profiles stay, the
+  /// schedules kept for each budget are dropped.
+  void solve_with(const remat::solve_options& options) {
+    options_.solve = options;
+    for (auto& [shape, e] : shapes_) e.plans.clear();
+  }
+
   /// One training step of the model on `input` with `loss`, within `budget` bytes: the forward
   /// and backward of the schedule the solver finds; parameter gradients accumulate. A budget no
   /// schedule fits is a result (`feasible == false`) and runs nothing. Throws `model_error`
-  /// (bad input: a new shape under `new_shape_policy::error`, a stage whose output's shape or
-  /// differentiability changed since profiling) and leaves gradients, buffers and the
-  /// generator as they were when the error is found before the backward starts, which is
-  /// always the case for a stage that changed since profiling.
+  /// (bad input: a new shape under `new_shape_policy::error`, a stage that fails in libtorch or
+  /// whose output's shape or differentiability changed since profiling) and `budget_exceeded`
+  /// (`enforce_budget`), and leaves gradients, buffers and the generator as they were when the
+  /// error is found before the backward starts, which is always the case for a stage that
+  /// changed since profiling.
   step_result step(const at::Tensor& input, const loss_function& loss, size_type budget) {
     const tensor_shape shape = tensor_shape::of(input);
     if (profile_at(shape) == nullptr) {
@@ -136,6 +185,7 @@ class executor {
                               "); call executor::profile with it first");
       profile(input, loss);
     }
+    discover(input, loss);
     entry& e = shapes_[shape];
     auto it = e.plans.find(budget);
     if (it == e.plans.end())
@@ -147,8 +197,12 @@ class executor {
     r.min_feasible_budget = solved.min_feasible_budget;
     r.plan = solved.plan;
     if (!solved.feasible) return r;
-    r.expected_peak = expected_peak(e.profile, r.plan.ops);
+    r.expected_op_peaks = expected_op_peaks(e.profile, r.plan.ops);
+    r.expected_peak = e.profile.chain.input_size;
+    for (size_type v : r.expected_op_peaks) r.expected_peak = std::max(r.expected_peak, v);
     run(e.profile, input, loss, r);
+    r.within_budget = r.measured_peak <= budget;
+    r.as_predicted = r.op_peaks == r.expected_op_peaks;
     return r;
   }
 
@@ -177,44 +231,51 @@ class executor {
     return s.empty() ? "none" : s;
   }
 
-  // The state a step may have to put back, allocated once (before any measure) and reused.
-  void prepare_snapshots() {
-    if (snapshots_ready_) return;
+  // Finds, once, what the stages and the loss own (parameters, buffers), and allocates the
+  // copies a step may need to put buffers back; all of it before any measure.
+  void discover(const at::Tensor& sample, const loss_function& loss) {
+    if (discovered_) return;
+    state_ = detail::discover(stages_, sample, loss);
     const at::NoGradGuard no_grad;
-    for (const stage& s : stages_) {
-      buffers_.push_back(detail::buffers_of(s));
-      step_start_.emplace_back();
-      recompute_.emplace_back();
-      for (const at::Tensor& b : buffers_.back()) {
-        step_start_.back().push_back(b.clone());
-        recompute_.back().push_back(b.clone());
-      }
+    for (const std::vector<at::Tensor>& bs : state_.buffers) {
+      step_start_.push_back(detail::copies_of(bs));
+      recompute_.push_back(detail::copies_of(bs));
     }
-    snapshots_ready_ = true;
+    discovered_ = true;
   }
-  // Through `variable_data()` (Python's `.data`): putting a buffer back must not bump its
-  // version, or a tape that saved it (batch norm saves its running statistics) would refuse to
-  // run backward; the value put back is the one that tape saw.
-  static void copy_all(const std::vector<at::Tensor>& from, const std::vector<at::Tensor>& to) {
-    const at::NoGradGuard no_grad;
-    for (std::size_t i = 0; i < from.size(); ++i) to[i].variable_data().copy_(from[i]);
+
+  // Gives `leaves` (the loss's graph's) that are not known parameters and have no gradient a
+  // zero one, in the middle of an op: what is allocated is kept out of the op's measure.
+  void define_new_gradients(const std::vector<at::Tensor>& leaves, memory_meter& m,
+                            size_type& base, size_type& op_peak,
+                            std::vector<at::Tensor>& defined_here) {
+    for (const at::Tensor& p : leaves) {
+      if (p.grad().defined()) continue;
+      op_peak = std::max(op_peak, m.peak() - base);
+      const size_type before = m.current();
+      const_cast<at::Tensor&>(p).mutable_grad() = at::zeros_like(p);
+      base += m.current() - before;
+      m.reset_peak();
+      defined_here.push_back(p);
+      detail::add_unique(state_.parameters, p);
+    }
   }
 
   void run(const profiled_chain& p, const at::Tensor& input, const loss_function& loss,
            step_result& r) {
     const std::size_t L = stages_.size();
-    std::vector<char> had_gradient;
-    for (const at::Tensor& q : parameters_) had_gradient.push_back(q.grad().defined() ? 1 : 0);
-    detail::define_gradients(parameters_);
-    prepare_snapshots();
-    for (std::size_t k = 0; k < L; ++k) copy_all(buffers_[k], step_start_[k]);
+    std::vector<at::Tensor> defined_here;  // gradients this step gave a zero tensor
+    for (const at::Tensor& q : state_.parameters)
+      if (!q.grad().defined()) defined_here.push_back(q);
+    detail::define_gradients(state_.parameters);
+    for (std::size_t k = 0; k < L; ++k) detail::copy_all(state_.buffers[k], step_start_[k]);
     const detail::rng_state rng_at_start = detail::save_rng();
     std::vector<detail::rng_state> stage_rng(L);
     std::vector<char> forwarded(L, 0);
     bool backward_started = false;
 
     memory_meter& m = options_.memory ? *options_.memory : cpu_memory();
-    const size_type base = m.current() - detail::bytes_of(input);
+    size_type base = m.current() - detail::bytes_of(input);
     size_type peak = 0;
     r.op_peaks.reserve(r.plan.ops.size());
     const auto t0 = std::chrono::steady_clock::now();
@@ -225,22 +286,22 @@ class executor {
       auto input_of = [&](std::size_t k) -> const at::Tensor& {
         return a[k].defined() ? a[k] : t[k].output;
       };
-      auto forward = [&](std::size_t k, const at::Tensor& x) {
+      auto forward = [&](std::size_t k, const char* op, const at::Tensor& x) {
         at::Tensor y;
         if (!forwarded[k]) {
           stage_rng[k] = detail::save_rng();
-          y = stages_[k].forward(x);
+          y = detail::in_stage(k, op, [&] { return stages_[k].forward(x); });
           forwarded[k] = 1;
         } else {  // a recomputation: same draws, buffers untouched
           const detail::rng_state now = detail::save_rng();
           detail::restore_rng(stage_rng[k]);
-          copy_all(buffers_[k], recompute_[k]);
+          detail::copy_all(state_.buffers[k], recompute_[k]);
           auto put_back = [&] {
-            copy_all(recompute_[k], buffers_[k]);
+            detail::copy_all(recompute_[k], state_.buffers[k]);
             detail::restore_rng(now);
           };
           try {
-            y = stages_[k].forward(x);
+            y = detail::in_stage(k, op, [&] { return stages_[k].forward(x); });
           } catch (...) {
             put_back();
             throw;
@@ -254,8 +315,10 @@ class executor {
                                    "; a stage must give the same shape for the same input");
         return y;
       };
-      for (const op& o : r.plan.ops) {
+      for (std::size_t i = 0; i < r.plan.ops.size(); ++i) {
+        const op& o = r.plan.ops[i];
         m.reset_peak();
+        size_type op_peak = 0;
         const auto k = static_cast<std::size_t>(o.stage);
         switch (o.kind) {
           case op_kind::forward_checkpoint:
@@ -263,7 +326,7 @@ class executor {
             at::Tensor y;
             {
               const at::NoGradGuard no_grad;
-              y = forward(k, input_of(k));
+              y = forward(k, o.kind == op_kind::forward_none ? "F_none" : "F_ck", input_of(k));
             }
             a[k + 1] = std::move(y);
             if (o.kind == op_kind::forward_none) a[k] = at::Tensor();
@@ -271,17 +334,19 @@ class executor {
           }
           case op_kind::forward_all: {
             at::Tensor x = detail::recording_input(input_of(k));
-            at::Tensor y = forward(k, x);
+            at::Tensor y = forward(k, "F_all", x);
             detail::check_differentiable(k, y);
             t[k + 1] = {std::move(x), std::move(y)};
             break;
           }
           case op_kind::loss: {
             at::Tensor leaf = input_of(L).detach().requires_grad_(true);
-            at::Tensor l = loss(leaf);
+            at::Tensor l = detail::in_stage(model_error::no_stage, "loss", [&] { return loss(leaf); });
             detail::check_loss(l);
+            define_new_gradients(detail::walk_graph(l, leaf).leaves, m, base, op_peak,
+                                 defined_here);
             backward_started = true;
-            l.backward();
+            detail::in_stage(model_error::no_stage, "loss", [&] { l.backward(); });
             r.loss = l.item<double>();
             g[L] = leaf.grad();
             a[L] = at::Tensor();
@@ -289,7 +354,9 @@ class executor {
           }
           case op_kind::backward: {
             backward_started = true;
-            ::torch::autograd::backward({t[k + 1].output}, {g[k + 1]});
+            detail::in_stage(k, "B", [&] {
+              ::torch::autograd::backward({t[k + 1].output}, {g[k + 1]});
+            });
             g[k] = t[k + 1].input.requires_grad() ? t[k + 1].input.grad() : at::Tensor();
             t[k + 1] = tape{};
             g[k + 1] = at::Tensor();
@@ -297,16 +364,18 @@ class executor {
             break;
           }
         }
-        r.op_peaks.push_back(m.peak() - base);
-        peak = std::max(peak, r.op_peaks.back());
+        op_peak = std::max(op_peak, m.peak() - base);
+        r.op_peaks.push_back(op_peak);
+        peak = std::max(peak, op_peak);
+        if (options_.enforce_budget && op_peak > r.budget)
+          throw budget_exceeded(i, to_string(o), op_peak, r.expected_op_peaks[i], r.budget);
       }
       r.input_gradient = g[0];
     } catch (...) {
       if (!backward_started) {
-        for (std::size_t k = 0; k < L; ++k) copy_all(step_start_[k], buffers_[k]);
+        for (std::size_t k = 0; k < L; ++k) detail::copy_all(step_start_[k], state_.buffers[k]);
         detail::restore_rng(rng_at_start);
-        for (std::size_t i = 0; i < parameters_.size(); ++i)
-          if (!had_gradient[i]) const_cast<at::Tensor&>(parameters_[i]).mutable_grad().reset();
+        for (const at::Tensor& q : defined_here) const_cast<at::Tensor&>(q).mutable_grad().reset();
       }
       throw;
     }
@@ -316,11 +385,10 @@ class executor {
 
   std::vector<stage> stages_;
   executor_options options_;
-  std::vector<at::Tensor> parameters_;
   std::map<tensor_shape, entry, shape_less> shapes_;
-  bool snapshots_ready_ = false;
-  std::vector<std::vector<at::Tensor>> buffers_;     // every stage's buffers
-  std::vector<std::vector<at::Tensor>> step_start_;  // their values when the step started
+  bool discovered_ = false;
+  detail::model_state state_;                        // parameters, every stage's buffers
+  std::vector<std::vector<at::Tensor>> step_start_;  // the buffers' values when the step started
   std::vector<std::vector<at::Tensor>> recompute_;   // their values around a recomputation
 };
 

@@ -1,0 +1,262 @@
+// The mutable state of a model cut into stages, found and put back: the parameters every stage
+// (and the loss) accumulates into, the buffers every stage updates, the CPU generator. See
+// stage.hpp for what is protected and why.
+#pragma once
+
+#include <remat/concepts.hpp>
+#include <remat/torch/stage.hpp>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/record_function.h>
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <vector>
+
+namespace remat::torch::detail {
+
+// The CPU generator's whole state (what dropout draws from), without allocating a tensor.
+struct rng_state {
+  at::mt19937 engine;
+  c10::optional<float> next_float;
+  c10::optional<double> next_double;
+};
+
+inline rng_state save_rng() {
+  at::Generator g = at::detail::getDefaultCPUGenerator();  // a handle to the one generator
+  const std::lock_guard<std::mutex> lock(g.mutex());
+  auto* impl = g.get<at::CPUGeneratorImpl>();
+  return {impl->engine(), impl->next_float_normal_sample(), impl->next_double_normal_sample()};
+}
+
+inline void restore_rng(const rng_state& s) {
+  at::Generator g = at::detail::getDefaultCPUGenerator();  // a handle to the one generator
+  const std::lock_guard<std::mutex> lock(g.mutex());
+  auto* impl = g.get<at::CPUGeneratorImpl>();
+  impl->set_engine(s.engine);
+  impl->set_next_float_normal_sample(s.next_float);
+  impl->set_next_double_normal_sample(s.next_double);
+}
+
+// Puts `from` into `to` through `variable_data()` (Python's `.data`): putting a buffer back must
+// not bump its version, or a tape that saved it (batch norm saves its running statistics) would
+// refuse to run backward; the value put back is the one that tape saw.
+inline void copy_all(const std::vector<at::Tensor>& from, const std::vector<at::Tensor>& to) {
+  const at::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < from.size(); ++i) to[i].variable_data().copy_(from[i]);
+}
+
+inline std::vector<at::Tensor> copies_of(const std::vector<at::Tensor>& tensors) {
+  const at::NoGradGuard no_grad;
+  std::vector<at::Tensor> out;
+  out.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) out.push_back(t.detach().clone());
+  return out;
+}
+
+// Batch norm's running statistics as this thread's calls update them while the observer lives
+// (libtorch's RecordFunction callbacks see every op, from C++ modules and TorchScript alike):
+// each tensor, with a copy taken before its first update.
+class running_stats_observer {
+ public:
+  running_stats_observer() : previous_(current()) {
+    current() = this;
+    handle_ = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(&on_start).needsInputs(true).scopes(
+            {at::RecordScope::FUNCTION}));
+  }
+  running_stats_observer(const running_stats_observer&) = delete;
+  running_stats_observer& operator=(const running_stats_observer&) = delete;
+  ~running_stats_observer() {
+    at::removeCallback(handle_);
+    current() = previous_;
+  }
+
+  // What the calls since the last `take` touched, and whether one was batch norm.
+  struct touched {
+    std::vector<at::Tensor> stats;
+    bool batch_norm = false;
+  };
+  touched take() { return std::exchange(touched_, {}); }
+
+  // Every statistic seen back to its value before its first update.
+  void restore() { copy_all(copies_, seen_); }
+
+ private:
+  static running_stats_observer*& current() {
+    thread_local running_stats_observer* observer = nullptr;
+    return observer;
+  }
+  static std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+    running_stats_observer* self = current();
+    const std::string_view name = fn.name();
+    if (self == nullptr ||
+        (name != "aten::batch_norm" && name != "aten::_batch_norm_impl_index" &&
+         name != "aten::native_batch_norm"))
+      return nullptr;
+    self->touched_.batch_norm = true;
+    // (input, weight, bias, running_mean, running_var, training, ...)
+    const c10::ArrayRef<const c10::IValue> in = fn.inputs();
+    if (in.size() < 6 || !in[5].isBool() || !in[5].toBool()) return nullptr;
+    for (std::size_t i : {std::size_t{3}, std::size_t{4}})
+      if (in[i].isTensor() && in[i].toTensor().defined()) {
+        const at::Tensor& t = in[i].toTensor();
+        add_unique(self->touched_.stats, t);
+        const std::size_t n = self->seen_.size();
+        add_unique(self->seen_, t);
+        if (self->seen_.size() != n) {
+          const at::NoGradGuard no_grad;
+          self->copies_.push_back(t.detach().clone());
+        }
+      }
+    return nullptr;
+  }
+
+  running_stats_observer* previous_;
+  at::CallbackHandle handle_ = 0;
+  touched touched_;
+  std::vector<at::Tensor> seen_, copies_;
+};
+
+// What a model's stages and loss own.
+struct model_state {
+  std::vector<std::vector<at::Tensor>> buffers;  // per stage: declared, and seen updated
+  std::vector<at::Tensor> parameters;            // of every stage and of the loss, once each
+};
+
+// A detached copy of `a` to record a stage on: a leaf that requires grad when its type can.
+inline at::Tensor recording_input(const at::Tensor& a) {
+  at::Tensor x = a.detach();
+  if (at::isFloatingType(x.scalar_type()) || at::isComplexType(x.scalar_type()))
+    x.requires_grad_(true);
+  return x;
+}
+
+inline void check_output(std::size_t k, const at::Tensor& x, const at::Tensor& y) {
+  if (!y.defined()) throw model_error(k, "returns an undefined tensor");
+  if (y.is_alias_of(x))
+    throw model_error(k,
+                      "returns its input or a view of it; remat counts each stage's output as "
+                      "its own memory: merge the stage with a neighbour or return a new tensor");
+}
+
+inline void check_differentiable(std::size_t k, const at::Tensor& y) {
+  if (!y.requires_grad())
+    throw model_error(k, "its output (" + to_string(tensor_shape::of(y)) +
+                             ") does not require grad when recorded: the stage is not "
+                             "differentiable (integer output, detach, or no parameters and an "
+                             "input that does not require grad)");
+}
+
+inline void check_loss(const at::Tensor& l) {
+  if (!l.defined() || l.numel() != 1 || !l.requires_grad())
+    throw model_error(model_error::no_stage,
+                      "the loss must return a scalar that requires grad (got " +
+                          (l.defined() ? to_string(tensor_shape::of(l)) : "undefined") + ")");
+}
+
+// Finds what `stages` and `loss` own by recording each stage once on `sample`'s activations
+// (one stage's graph at a time) and the loss once, without a backward, and puts back everything
+// those forwards changed: buffers and the generator. Throws `model_error` for a stage that
+// fails, returns its input, is not differentiable, or records batch norm whose statistics it
+// neither declares nor lets be seen.
+inline model_state discover(const std::vector<stage>& stages, const at::Tensor& sample,
+                            const loss_function& loss) {
+  model_state out;
+  const rng_state rng = save_rng();
+  std::vector<at::Tensor> declared;
+  for (const stage& s : stages)
+    for (const at::Tensor& b : buffers_of(s)) add_unique(declared, b);
+  const std::vector<at::Tensor> declared_copies = copies_of(declared);
+  running_stats_observer observer;
+  auto put_back = [&] {
+    observer.restore();
+    copy_all(declared_copies, declared);
+    restore_rng(rng);
+  };
+  try {
+    at::Tensor a = sample;
+    for (std::size_t k = 0; k < stages.size(); ++k) {
+      at::Tensor x = recording_input(a);
+      at::Tensor y = in_stage(k, "forward (recording)", [&] { return stages[k].forward(x); });
+      check_output(k, x, y);
+      check_differentiable(k, y);
+      const recorded graph = walk_graph(y, x);
+      const running_stats_observer::touched seen = observer.take();
+      if (!graph.batch_norm.empty() && !seen.batch_norm && !stages[k].declares_buffers())
+        throw model_error(
+            k, "records batch norm (" + graph.batch_norm +
+                   ") whose running statistics remat could not see updated, and declares no "
+                   "buffers; make it a torch::nn::Module or torch::jit::Module stage "
+                   "(stages_of), or set stage::buffers to its running statistics");
+      std::vector<at::Tensor> buffers = buffers_of(stages[k]);
+      for (const at::Tensor& b : seen.stats) add_unique(buffers, b);
+      out.buffers.push_back(std::move(buffers));
+      for (const at::Tensor& p : declared_parameters(stages[k])) add_unique(out.parameters, p);
+      for (const at::Tensor& p : graph.leaves) add_unique(out.parameters, p);
+      a = y.detach();  // the graph goes with y
+    }
+    const at::Tensor leaf = a.detach().requires_grad_(a.is_floating_point());
+    const at::Tensor l = in_stage(model_error::no_stage, "loss", [&] { return loss(leaf); });
+    check_loss(l);
+    for (const at::Tensor& p : walk_graph(l, leaf).leaves) add_unique(out.parameters, p);
+  } catch (...) {
+    put_back();
+    throw;
+  }
+  put_back();
+  return out;
+}
+
+inline std::vector<at::Tensor> all_buffers(const model_state& state) {
+  std::vector<at::Tensor> out;
+  for (const std::vector<at::Tensor>& bs : state.buffers)
+    for (const at::Tensor& b : bs) add_unique(out, b);
+  return out;
+}
+
+// Gives every parameter without a gradient a zero one: the gradients are outside the budget,
+// so they must exist before a measure starts (a zero gradient is what an undefined one means).
+inline void define_gradients(const std::vector<at::Tensor>& parameters) {
+  for (const at::Tensor& p : parameters)
+    if (!p.grad().defined()) const_cast<at::Tensor&>(p).mutable_grad() = at::zeros_like(p);
+}
+
+// Copies of a model's mutable state, put back by `restore`: gradients (or their absence),
+// buffers, the generator.
+class saved_state {
+ public:
+  explicit saved_state(const model_state& state)
+      : parameters_(state.parameters),
+        buffers_(all_buffers(state)),
+        buffer_copies_(copies_of(buffers_)),
+        rng_(save_rng()) {
+    const at::NoGradGuard no_grad;
+    for (const at::Tensor& p : parameters_)
+      grads_.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+  }
+  void restore() {
+    const at::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+      at::Tensor& g = const_cast<at::Tensor&>(parameters_[i]).mutable_grad();
+      if (grads_[i].defined() && g.defined())
+        g.copy_(grads_[i]);
+      else
+        g = grads_[i];
+    }
+    copy_all(buffer_copies_, buffers_);
+    restore_rng(rng_);
+  }
+
+ private:
+  std::vector<at::Tensor> parameters_;
+  std::vector<at::Tensor> grads_;
+  std::vector<at::Tensor> buffers_;
+  std::vector<at::Tensor> buffer_copies_;
+  rng_state rng_;
+};
+
+}  // namespace remat::torch::detail
