@@ -1,11 +1,15 @@
 # remat::cuda: the CUDA executor (include/remat/cuda/). It needs only the CUDA runtime's host
 # API, so any C++ compiler builds it against CUDA::cudart; nvcc is needed only for the kernels of
 # remat's own CUDA tests and examples, compiled when CMake finds it (check_language).
-find_package(CUDAToolkit QUIET)
-if(PROJECT_IS_TOP_LEVEL AND CUDAToolkit_FOUND)
-  set(remat_cuda_default ON)
-else()
-  set(remat_cuda_default OFF)
+# The toolkit is probed for the default only where something CUDA would be built: remat's own
+# tests or examples at the top level. Otherwise nothing CUDA is configured unless asked for
+# (-DREMAT_CUDA=ON, e.g. by a packager installing remat::cuda).
+set(remat_cuda_default OFF)
+if(NOT DEFINED REMAT_CUDA AND PROJECT_IS_TOP_LEVEL AND (REMAT_BUILD_TESTS OR REMAT_BUILD_EXAMPLES))
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND)
+    set(remat_cuda_default ON)
+  endif()
 endif()
 option(REMAT_CUDA "Build remat::cuda, the CUDA executor (needs the CUDA toolkit)"
        ${remat_cuda_default})
@@ -18,8 +22,10 @@ if(REMAT_CUDA)
   target_link_libraries(remat_cuda INTERFACE remat CUDA::cudart)
 
   include(CheckLanguage)
-  check_language(CUDA)
-  if(CMAKE_CUDA_COMPILER AND PROJECT_IS_TOP_LEVEL)
+  if(REMAT_BUILD_TESTS OR REMAT_BUILD_EXAMPLES)
+    check_language(CUDA)  # nvcc, for the kernels of remat's own tests and examples
+  endif()
+  if(CMAKE_CUDA_COMPILER AND PROJECT_IS_TOP_LEVEL AND (REMAT_BUILD_TESTS OR REMAT_BUILD_EXAMPLES))
     # cmake 3.25 with nvcc 13 ignores CUDA_STANDARD 20 and rejects cuda_std_20: targets pass
     # -std=c++20 themselves. 90 covers H100/H200; override with -DCMAKE_CUDA_ARCHITECTURES.
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)

@@ -43,3 +43,32 @@ if(REMAT_TORCH)
     endif()
   endif()
 endif()
+
+# A Python with torch and torchvision, for the tests and the example that load TorchScript
+# pieces saved from Python (examples/libtorch/export_pieces.py). Debian's /usr/bin/python3 is
+# tried first: python3-torch and python3-torchvision install there, and a python3 earlier on
+# PATH (pyenv, a virtual environment) may lack them. -DREMAT_TORCH_PYTHON=... picks another.
+if(TARGET remat_torch AND (REMAT_BUILD_TESTS OR REMAT_BUILD_EXAMPLES)
+   AND NOT DEFINED REMAT_TORCH_PYTHON)
+  set(remat_python_found "")
+  foreach(candidate IN ITEMS /usr/bin/python3 python3)
+    find_program(remat_python_candidate NAMES ${candidate} NO_CACHE)
+    if(remat_python_candidate)
+      execute_process(COMMAND ${remat_python_candidate} -c "import torch, torchvision"
+                      RESULT_VARIABLE remat_python_result OUTPUT_QUIET ERROR_QUIET)
+      if(remat_python_result EQUAL 0)
+        set(remat_python_found ${remat_python_candidate})
+        break()
+      endif()
+    endif()
+    unset(remat_python_candidate)
+  endforeach()
+  if(remat_python_found)
+    message(STATUS "remat::torch: TorchScript pieces made with ${remat_python_found}")
+  else()
+    message(STATUS "remat::torch: no Python with torch and torchvision (Debian: python3-torch, "
+                   "python3-torchvision); the TorchScript tests and example are skipped")
+  endif()
+  set(REMAT_TORCH_PYTHON "${remat_python_found}" CACHE FILEPATH
+      "Python with torch and torchvision, for the TorchScript tests and example")
+endif()

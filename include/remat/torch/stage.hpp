@@ -14,12 +14,14 @@
 //               the stage declares them, so no gradient is ever changed by a stage that did not
 //               say it had parameters (a lambda calling a script module, a weight shared by
 //               every stage of an unrolled recurrent cell).
-//   buffers     state a forward updates in place (batch norm's running statistics). The graph
-//               cannot show them, so a stage declares them: a `torch::nn::Module` or a
-//               `torch::jit::Module` declares its own; a hand-made stage sets `buffers` (an
-//               empty vector says "none"). A stage that declares nothing and records batch
-//               norm is refused with `model_error`, since its statistics would be updated by
-//               every profiling run and every recomputation.
+//   buffers     state a forward updates in place (batch norm's running statistics and its
+//               count of batches). The graph cannot show them, so a stage declares them: a
+//               `torch::nn::Module` or a `torch::jit::Module` declares its own; a hand-made
+//               stage sets `buffers` (an empty vector says "none"). A stage that declares
+//               nothing and records batch norm is refused with `model_error`, since its
+//               statistics would be updated by every profiling run and every recomputation.
+//               State that a stage updates in place by other means (a counter, a cache) must be
+//               declared too: remat cannot see it.
 #pragma once
 
 #include <remat/concepts.hpp>
@@ -134,10 +136,16 @@ inline stage stage_of(const ::torch::jit::Module& m) {
   return s;
 }
 
+/// A `torch::nn::Sequential` as one stage, its children in order.
+inline stage stage_of(const ::torch::nn::Sequential& seq) {
+  return {[impl = seq.ptr()](const at::Tensor& x) { return impl->forward(x); }, seq.ptr()};
+}
+
 /// A module holder (`torch::nn::Linear`, a `TORCH_MODULE` type) keeps its module; any other
 /// callable `tensor -> tensor` declares nothing. Callables must be copyable.
 template <class C>
-  requires std::invocable<C&, at::Tensor>
+  requires std::invocable<C&, at::Tensor> &&
+           std::convertible_to<std::invoke_result_t<C&, at::Tensor>, at::Tensor>
 stage stage_of(const C& c) {
   static_assert(std::is_copy_constructible_v<C>, "a stage must be copyable");
   stage s;
@@ -264,10 +272,11 @@ inline void check_buffers_declared(std::size_t k, const stage& s, const recorded
   if (!graph.batch_norm.empty() && !s.declares_buffers())
     throw model_error(
         k, "records batch norm (" + graph.batch_norm +
-               ") but declares no buffers, so remat cannot keep profiling and recomputation from "
-               "updating its running statistics; make it a torch::nn::Module or "
-               "torch::jit::Module stage (stages_of), or set stage::buffers to its running "
-               "statistics");
+               ") but declares no buffers, so profiling and recomputation would update its "
+               "running statistics more than once (the forward that found this has updated "
+               "them, if in training mode); make it a torch::nn::Module or torch::jit::Module "
+               "stage (stages_of), or set stage::buffers to its running statistics and batch "
+               "count (an empty vector if it has none to protect)");
 }
 
 // libtorch's message without its backtrace, on one line.

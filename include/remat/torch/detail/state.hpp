@@ -1,5 +1,5 @@
 // The mutable state of a model cut into stages, found and put back: the parameters every stage
-// (and the loss) accumulates into, the buffers every stage updates, the CPU generator. See
+// (and the loss) accumulates into, the buffers every stage declares, the CPU generator. See
 // stage.hpp for what is protected and why.
 #pragma once
 
@@ -8,12 +8,13 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/record_function.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <mutex>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace remat::torch::detail {
@@ -57,73 +58,9 @@ inline std::vector<at::Tensor> copies_of(const std::vector<at::Tensor>& tensors)
   return out;
 }
 
-// Batch norm's running statistics as this thread's calls update them while the observer lives
-// (libtorch's RecordFunction callbacks see every op, from C++ modules and TorchScript alike):
-// each tensor, with a copy taken before its first update.
-class running_stats_observer {
- public:
-  running_stats_observer() : previous_(current()) {
-    current() = this;
-    handle_ = at::addThreadLocalCallback(
-        at::RecordFunctionCallback(&on_start).needsInputs(true).scopes(
-            {at::RecordScope::FUNCTION}));
-  }
-  running_stats_observer(const running_stats_observer&) = delete;
-  running_stats_observer& operator=(const running_stats_observer&) = delete;
-  ~running_stats_observer() {
-    at::removeCallback(handle_);
-    current() = previous_;
-  }
-
-  // What the calls since the last `take` touched, and whether one was batch norm.
-  struct touched {
-    std::vector<at::Tensor> stats;
-    bool batch_norm = false;
-  };
-  touched take() { return std::exchange(touched_, {}); }
-
-  // Every statistic seen back to its value before its first update.
-  void restore() { copy_all(copies_, seen_); }
-
- private:
-  static running_stats_observer*& current() {
-    thread_local running_stats_observer* observer = nullptr;
-    return observer;
-  }
-  static std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-    running_stats_observer* self = current();
-    const std::string_view name = fn.name();
-    if (self == nullptr ||
-        (name != "aten::batch_norm" && name != "aten::_batch_norm_impl_index" &&
-         name != "aten::native_batch_norm"))
-      return nullptr;
-    self->touched_.batch_norm = true;
-    // (input, weight, bias, running_mean, running_var, training, ...)
-    const c10::ArrayRef<const c10::IValue> in = fn.inputs();
-    if (in.size() < 6 || !in[5].isBool() || !in[5].toBool()) return nullptr;
-    for (std::size_t i : {std::size_t{3}, std::size_t{4}})
-      if (in[i].isTensor() && in[i].toTensor().defined()) {
-        const at::Tensor& t = in[i].toTensor();
-        add_unique(self->touched_.stats, t);
-        const std::size_t n = self->seen_.size();
-        add_unique(self->seen_, t);
-        if (self->seen_.size() != n) {
-          const at::NoGradGuard no_grad;
-          self->copies_.push_back(t.detach().clone());
-        }
-      }
-    return nullptr;
-  }
-
-  running_stats_observer* previous_;
-  at::CallbackHandle handle_ = 0;
-  touched touched_;
-  std::vector<at::Tensor> seen_, copies_;
-};
-
 // What a model's stages and loss own.
 struct model_state {
-  std::vector<std::vector<at::Tensor>> buffers;  // per stage: declared, and seen updated
+  std::vector<std::vector<at::Tensor>> buffers;  // per stage: declared
   std::vector<at::Tensor> parameters;            // of every stage and of the loss, once each
 };
 
@@ -159,10 +96,11 @@ inline void check_loss(const at::Tensor& l) {
 }
 
 // Finds what `stages` and `loss` own by recording each stage once on `sample`'s activations
-// (one stage's graph at a time) and the loss once, without a backward, and puts back everything
-// those forwards changed: buffers and the generator. Throws `model_error` for a stage that
-// fails, returns its input, is not differentiable, or records batch norm whose statistics it
-// neither declares nor lets be seen.
+// (one stage's graph at a time) and the loss once, without a backward, and puts back the
+// declared buffers and the generator. Throws `model_error` for a stage that fails, returns its
+// input, is not differentiable, or records batch norm without declaring its buffers (that
+// forward has updated them, if in training mode: they were never declared, so cannot be put
+// back).
 inline model_state discover(const std::vector<stage>& stages, const at::Tensor& sample,
                             const loss_function& loss) {
   model_state out;
@@ -171,9 +109,7 @@ inline model_state discover(const std::vector<stage>& stages, const at::Tensor& 
   for (const stage& s : stages)
     for (const at::Tensor& b : buffers_of(s)) add_unique(declared, b);
   const std::vector<at::Tensor> declared_copies = copies_of(declared);
-  running_stats_observer observer;
   auto put_back = [&] {
-    observer.restore();
     copy_all(declared_copies, declared);
     restore_rng(rng);
   };
@@ -185,16 +121,8 @@ inline model_state discover(const std::vector<stage>& stages, const at::Tensor& 
       check_output(k, x, y);
       check_differentiable(k, y);
       const recorded graph = walk_graph(y, x);
-      const running_stats_observer::touched seen = observer.take();
-      if (!graph.batch_norm.empty() && !seen.batch_norm && !stages[k].declares_buffers())
-        throw model_error(
-            k, "records batch norm (" + graph.batch_norm +
-                   ") whose running statistics remat could not see updated, and declares no "
-                   "buffers; make it a torch::nn::Module or torch::jit::Module stage "
-                   "(stages_of), or set stage::buffers to its running statistics");
-      std::vector<at::Tensor> buffers = buffers_of(stages[k]);
-      for (const at::Tensor& b : seen.stats) add_unique(buffers, b);
-      out.buffers.push_back(std::move(buffers));
+      check_buffers_declared(k, stages[k], graph);
+      out.buffers.push_back(buffers_of(stages[k]));
       for (const at::Tensor& p : declared_parameters(stages[k])) add_unique(out.parameters, p);
       for (const at::Tensor& p : graph.leaves) add_unique(out.parameters, p);
       a = y.detach();  // the graph goes with y
