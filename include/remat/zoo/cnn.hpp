@@ -132,13 +132,19 @@ inline fmap resnet_bottleneck(const context& cx, const fmap& in, size_type width
   return stage_output_shape(out);
 }
 
-inline void resnet(const context& cx, size_type image, const std::array<int, 4>& blocks) {
+// The ImageNet stem of ResNet and DenseNet, one stage: 7x7 convolution to 64 channels (stride
+// 2), batch norm, ReLU, 3x3 max pooling (stride 2). Returns its output's shape.
+inline fmap imagenet_stem(const context& cx, size_type image) {
   cnn_stage st(cx, 3, image, image);
   fmap x = st.batch_norm(st.conv(st.input(), 64, 7, 2, 3));
   st.relu_in_place(x);
   x = st.max_pool(x, 3, 2, 1);
   cx.push("stem", st, x);
-  x = stage_output_shape(x);
+  return stage_output_shape(x);
+}
+
+inline void resnet(const context& cx, size_type image, const std::array<int, 4>& blocks) {
+  fmap x = imagenet_stem(cx, image);
   for (std::size_t g = 0; g < blocks.size(); ++g) {
     const size_type width = size_type{64} << g;
     for (int i = 0; i < blocks[g]; ++i) {
@@ -220,12 +226,7 @@ inline void vgg(const context& cx, size_type image, const std::vector<int>& conf
 inline void densenet121(const context& cx, size_type image) {
   constexpr size_type growth = 32;
   constexpr size_type bottleneck = 4 * growth;
-  cnn_stage stem(cx, 3, image, image);
-  fmap x = stem.batch_norm(stem.conv(stem.input(), 64, 7, 2, 3));
-  stem.relu_in_place(x);
-  x = stem.max_pool(x, 3, 2, 1);
-  cx.push("stem", stem, x);
-  x = stage_output_shape(x);
+  fmap x = imagenet_stem(cx, image);
   const std::array<int, 4> layers = {6, 12, 24, 16};
   for (std::size_t b = 0; b < layers.size(); ++b) {
     const std::string block = "denseblock" + std::to_string(b + 1);
