@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 #include <torch/script.h>
+#include <torch_cases.hpp>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -41,9 +42,7 @@ inline state state_of(const model& m) {
   return s;
 }
 
-inline bool same(const at::Tensor& a, const at::Tensor& b) {
-  return a.defined() == b.defined() && (!a.defined() || at::equal(a, b));
-}
+using torch_cases::same;
 
 inline void check_same(const state& got, const state& want, bool input_grad) {
   REQUIRE(got.grads.size() == want.grads.size());

@@ -130,8 +130,7 @@ class executor {
 
   /// Profiles the model at `sample`'s shape (again, if it was) with `loss`.
   const profiled_chain& profile(const at::Tensor& sample, const loss_function& loss) {
-    if (options_.profiling.runs < 1 || options_.profiling.warmup < 0)
-      throw std::invalid_argument("profile_options: runs must be >= 1 and warmup >= 0");
+    detail::check_options(options_.profiling);
     discover(sample, loss);
     profiled_chain p = detail::profile_stages(stages_, state_, sample, loss, options_.profiling);
     entry& e = shapes_[tensor_shape::of(sample)];
@@ -198,8 +197,7 @@ class executor {
     r.plan = solved.plan;
     if (!solved.feasible) return r;
     r.expected_op_peaks = expected_op_peaks(e.profile, r.plan.ops);
-    r.expected_peak = e.profile.chain.input_size;
-    for (size_type v : r.expected_op_peaks) r.expected_peak = std::max(r.expected_peak, v);
+    r.expected_peak = detail::peak_of(e.profile, r.expected_op_peaks);
     run(e.profile, input, loss, r);
     r.within_budget = r.measured_peak <= budget;
     r.as_predicted = r.op_peaks == r.expected_op_peaks;

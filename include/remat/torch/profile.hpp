@@ -30,7 +30,7 @@
 // is relative to what is allocated when the measure starts, after the parameters' gradients
 // exist (profiling gives undefined gradients a zero tensor while it runs). The profile changes
 // nothing: first it records each stage once to find what the model owns (stage.hpp: every
-// parameter the stages' and the loss's graphs reach, the buffers declared or seen updated), and
+// parameter the stages' and the loss's graphs reach, the buffers they declare), and
 // when it ends it puts back their gradients, the buffers and the CPU generator's state.
 #pragma once
 
@@ -96,6 +96,18 @@ inline size_type bytes_of(const at::Tensor& t) {
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+inline void check_options(const profile_options& options) {
+  if (options.runs < 1 || options.warmup < 0)
+    throw std::invalid_argument("profile_options: runs must be >= 1 and warmup >= 0");
+}
+
+// The largest of `op_peaks`, or the input a_0 alone.
+inline size_type peak_of(const profiled_chain& p, const std::vector<size_type>& op_peaks) {
+  size_type peak = p.chain.input_size;
+  for (size_type v : op_peaks) peak = std::max(peak, v);
+  return peak;
 }
 
 inline double elapsed_ms(std::chrono::steady_clock::time_point since) {
@@ -229,8 +241,7 @@ profiled_chain profile(Stages&& stages, const at::Tensor& sample, const loss_fun
                        const profile_options& options = {}) {
   const std::vector<stage> list = stages_of(std::forward<Stages>(stages));
   if (list.empty()) throw model_error(model_error::no_stage, "no stages to profile");
-  if (options.runs < 1 || options.warmup < 0)
-    throw std::invalid_argument("profile_options: runs must be >= 1 and warmup >= 0");
+  detail::check_options(options);
   return detail::profile_stages(list, detail::discover(list, sample, loss), sample, loss,
                                 options);
 }
@@ -257,9 +268,7 @@ inline std::vector<size_type> expected_op_peaks(const profiled_chain& p, std::sp
 /// model's peak (`simulate`, the solver's `peak_memory`), below it by at most the largest
 /// `backward_slack`.
 inline size_type expected_peak(const profiled_chain& p, std::span<const op> ops) {
-  size_type peak = p.chain.input_size;
-  for (size_type v : expected_op_peaks(p, ops)) peak = std::max(peak, v);
-  return peak;
+  return detail::peak_of(p, expected_op_peaks(p, ops));
 }
 
 }  // namespace remat::torch
