@@ -39,14 +39,36 @@ struct stage {
   }
 };
 
-/// A chain of stages followed by a loss. Models `chain_like`.
+/// The link between device and host memory (docs/offload.md): bandwidths in memory units per
+/// time unit of the chain. Moving a tensor of size s takes s / offload_bandwidth device-to-host,
+/// s / prefetch_bandwidth host-to-device; 0 makes that direction unavailable.
+struct transfer_rates {
+  double offload_bandwidth = 0;
+  double prefetch_bandwidth = 0;
+
+  /// Both directions available: schedules may offload tensors and bring them back.
+  [[nodiscard]] constexpr bool available() const noexcept {
+    return offload_bandwidth > 0 && prefetch_bandwidth > 0;
+  }
+  friend constexpr bool operator==(const transfer_rates&, const transfer_rates&) = default;
+};
+
+/// A chain of stages followed by a loss, with the link to host memory where it has one. Models
+/// `chain_like`.
 struct chain {
   std::vector<stage> stages;
   size_type input_size = 0;
   double loss_time = 0;
   size_type loss_overhead = 0;
+  transfer_rates transfer{};
 
   [[nodiscard]] constexpr std::size_t length() const noexcept { return stages.size(); }
+  [[nodiscard]] constexpr double offload_bandwidth() const noexcept {
+    return transfer.offload_bandwidth;
+  }
+  [[nodiscard]] constexpr double prefetch_bandwidth() const noexcept {
+    return transfer.prefetch_bandwidth;
+  }
   friend constexpr bool operator==(const chain&, const chain&) = default;
 };
 
@@ -157,6 +179,19 @@ constexpr void validate(const chain& c) {
   }
   detail::add_checked(total, largest_overhead, chain_error::no_stage, "overheads");
 
+  // Bandwidths: finite and >= 0, and large enough that moving the chain's whole memory L + 1
+  // times takes a finite time (no transfer time or makespan overflows a double).
+  const auto moves = static_cast<double>(c.stages.size() + 1) * static_cast<double>(total);
+  auto check_bandwidth = [&](double bw, const char* field) {
+    detail::checked_time(bw, chain_error::no_stage, field);
+    if (bw > 0 && !(moves / bw - moves / bw == 0))
+      throw_chain_error(chain_error::no_stage, field,
+                        "is too small: moving the chain's memory at this rate overflows the "
+                        "time (" + std::to_string(bw) + ")");
+  };
+  check_bandwidth(c.transfer.offload_bandwidth, "transfer.offload_bandwidth");
+  check_bandwidth(c.transfer.prefetch_bandwidth, "transfer.prefetch_bandwidth");
+
   const auto repeats = static_cast<double>(c.stages.size() + 1);
   double time = c.loss_time;
   for (std::size_t k = 0; k < c.stages.size(); ++k) {
@@ -201,6 +236,10 @@ constexpr chain to_chain(const C& c) {
         detail::checked_time(remat::loss_time(c), chain_error::no_stage, "loss.backward_time");
     out.loss_overhead = detail::checked_size(remat::loss_overhead(c), chain_error::no_stage,
                                              "loss.backward_overhead");
+    out.transfer.offload_bandwidth = detail::checked_time(
+        remat::offload_bandwidth(c), chain_error::no_stage, "transfer.offload_bandwidth");
+    out.transfer.prefetch_bandwidth = detail::checked_time(
+        remat::prefetch_bandwidth(c), chain_error::no_stage, "transfer.prefetch_bandwidth");
     validate(out);
     return out;
   }

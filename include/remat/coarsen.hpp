@@ -68,6 +68,7 @@ constexpr coarse_chain merge_blocks(const chain& c, std::vector<std::int32_t> st
   out.chain.input_size = c.input_size;
   out.chain.loss_time = c.loss_time;
   out.chain.loss_overhead = c.loss_overhead;
+  out.chain.transfer = c.transfer;
   out.chain.stages.reserve(starts.size() - 1);
   for (std::size_t b = 0; b + 1 < starts.size(); ++b) {
     block_builder builder(c, starts[b + 1]);
@@ -158,6 +159,22 @@ constexpr std::vector<op> expand(const coarse_chain& cc, std::span<const op> coa
                                     " (loss) does not carry the coarse length " +
                                     std::to_string(K));
       out.push_back(loss_op(static_cast<std::int32_t>(cc.fine_length())));
+      continue;
+    }
+    if (is_transfer(o.kind)) {
+      // a_K is a_{starts[K]}; the coarse tape t_K holds the tapes of block K - 1's stages.
+      const bool tape = o.tensor == tensor_kind::tape;
+      if (o.stage < (tape ? 1 : 0) || o.stage > K || o.tensor > tensor_kind::tape)
+        detail::throw_coarsen_error("expand: op " + std::to_string(i) + " (" + to_string(o) +
+                                    ") is not an op of the " + std::to_string(K) +
+                                    "-stage coarse chain");
+      const std::int32_t e = cc.starts[static_cast<std::size_t>(o.stage)];
+      if (!tape) {
+        out.push_back({o.kind, e, o.tensor});
+      } else {
+        for (std::int32_t k = cc.starts[static_cast<std::size_t>(o.stage) - 1] + 1; k <= e; ++k)
+          out.push_back({o.kind, k, o.tensor});
+      }
       continue;
     }
     if (o.stage < 0 || o.stage >= K || o.kind > op_kind::backward)

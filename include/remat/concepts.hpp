@@ -25,6 +25,9 @@
 //   input_size(c)         x[0], integral
 //   loss_time(c)*         bw[L]
 //   loss_overhead(c)*     bt[L], integral
+//   offload_bandwidth(c)* device-to-host bandwidth, memory units per time unit (docs/offload.md);
+//                         0 (the fallback): no offloading
+//   prefetch_bandwidth(c)* host-to-device bandwidth; 0: no prefetching
 //
 // `stage_like<S>` and `chain_like<C>` are the concepts every remat algorithm takes.
 #pragma once
@@ -119,6 +122,8 @@ REMAT_DETAIL_CPO(stages)
 REMAT_DETAIL_CPO(input_size)
 REMAT_DETAIL_CPO(loss_time)
 REMAT_DETAIL_CPO(loss_overhead)
+REMAT_DETAIL_CPO(offload_bandwidth)
+REMAT_DETAIL_CPO(prefetch_bandwidth)
 
 #undef REMAT_DETAIL_CPO
 
@@ -130,8 +135,9 @@ struct optional_fn {
   template <class T>
   constexpr auto operator()(const T& t) const {
     static_assert(Required::template callable_on_const<T>(),
-                  "remat: this type has a forward_overhead, backward_overhead, loss_time or "
-                  "loss_overhead (named in the instantiation above) that cannot be called on a "
+                  "remat: this type has a forward_overhead, backward_overhead, loss_time, "
+                  "loss_overhead, offload_bandwidth or prefetch_bandwidth (named in the "
+                  "instantiation above) that cannot be called on a "
                   "const object, so remat would read it as 0: make the member function const, or "
                   "take the free function's argument by const reference");
     if constexpr (std::is_invocable_v<const Required&, const T&>)
@@ -190,6 +196,10 @@ inline constexpr detail::cpo::stages_ns::fn stages{};
 inline constexpr detail::cpo::input_size_ns::fn input_size{};
 inline constexpr detail::cpo::optional_fn<detail::cpo::loss_time_ns::fn> loss_time{};
 inline constexpr detail::cpo::optional_fn<detail::cpo::loss_overhead_ns::fn> loss_overhead{};
+inline constexpr detail::cpo::optional_fn<detail::cpo::offload_bandwidth_ns::fn>
+    offload_bandwidth{};
+inline constexpr detail::cpo::optional_fn<detail::cpo::prefetch_bandwidth_ns::fn>
+    prefetch_bandwidth{};
 
 /// A type that describes one stage's costs: two times and two sizes, plus optional overheads.
 template <class S>
@@ -215,6 +225,8 @@ concept chain_members = requires(const C& c) {
   { remat::input_size(c) } -> cpo::size_value;
   { remat::loss_time(c) } -> cpo::time_value;
   { remat::loss_overhead(c) } -> cpo::size_value;
+  { remat::offload_bandwidth(c) } -> cpo::time_value;
+  { remat::prefetch_bandwidth(c) } -> cpo::time_value;
 };
 template <class C>
 using stages_result_t = decltype(remat::stages(std::declval<const C&>()));

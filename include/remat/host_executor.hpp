@@ -145,6 +145,9 @@ class host_executor {
       case op_kind::loss:
         callbacks.loss(loss_call{bytes(s.input), bytes(s.input_gradient), bytes(s.workspace)});
         break;
+      case op_kind::offload:
+      case op_kind::prefetch:
+      case op_kind::wait: break;  // a program has none (detail/planning/program.hpp refuses them)
     }
   }
 

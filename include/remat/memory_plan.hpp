@@ -233,6 +233,12 @@ struct make_memory_plan_fn {
     const replay_result r = replay(c, ops);
     if (!r.valid())
       throw std::invalid_argument("make_memory_plan: the schedule is invalid: " + describe(r, ops));
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (is_transfer(ops[i].kind))
+        throw std::invalid_argument(
+            "make_memory_plan: op " + std::to_string(i) + " (" + to_string(ops[i]) +
+            ") is a transfer: memory plans (and the host and CUDA executors) run schedules "
+            "without offloading only");
     memory_plan m = buffer_lifetimes(c, ops);
     m.alignment = options.alignment;
     m.lower_bound = r.peak_memory;

@@ -143,7 +143,7 @@ inline auto blocks(const coarse_chain& cc) {
 
 /// The fine-stage ops of a coarse schedule, lazily, as `remat::expand` lists them. `cc` and
 /// `coarse_ops` must outlive the view; ops must be ops of `cc.chain` (`expand` checks that,
-/// this view does not).
+/// this view does not), and without transfer ops (`remat::expand` maps those).
 template <ranges::forward_range Ops>
 auto expand(const coarse_chain& cc, const Ops& coarse_ops) {
   return ranges::views::all(coarse_ops) | ranges::views::for_each([&cc](const op o) {

@@ -1,4 +1,5 @@
-// Schedules: sequences of the five operations of docs/model.md, as a value type.
+// Schedules: sequences of the five compute operations of docs/model.md and the three transfer
+// operations of docs/offload.md, as a value type.
 #pragma once
 
 #include <remat/concepts.hpp>
@@ -10,17 +11,25 @@
 
 namespace remat {
 
-/// The operations of docs/model.md.
+/// The operations of docs/model.md (compute) and docs/offload.md (transfers).
 enum class op_kind : std::uint8_t {
   forward_none,        ///< F_none(k): a_k or t_k -> a_{k+1}, drops a_k
   forward_checkpoint,  ///< F_ck(k):   a_k or t_k -> a_{k+1}, keeps its input
   forward_all,         ///< F_all(k):  a_k or t_k -> t_{k+1} (records the tape)
   loss,                ///< loss:      a_L or t_L -> g_L, drops a_L
   backward,            ///< B(k):      g_{k+1}, t_{k+1}, a_k or t_k -> g_k
+  offload,             ///< O(k, a|t): copies a_k or t_k to the host and frees its device copy
+  prefetch,            ///< P(k, a|t): brings the host copy of a_k or t_k back to the device
+  wait,                ///< W(k, a|t): the compute stream waits for the offload of a_k or t_k
 };
 
-/// The name docs/model.md and the chain-format contract use: `F_none`, `F_ck`, `F_all`, `loss`,
-/// `B`.
+/// True for the three transfer ops of docs/offload.md (`offload`, `prefetch`, `wait`).
+constexpr bool is_transfer(op_kind k) noexcept {
+  return k == op_kind::offload || k == op_kind::prefetch || k == op_kind::wait;
+}
+
+/// The name docs/model.md, docs/offload.md and the chain-format contract use: `F_none`, `F_ck`,
+/// `F_all`, `loss`, `B`, `O`, `P`, `W` (in JSON the transfers are `offload`, `prefetch`, `wait`).
 constexpr std::string_view name(op_kind k) noexcept {
   switch (k) {
     case op_kind::forward_none: return "F_none";
@@ -28,14 +37,23 @@ constexpr std::string_view name(op_kind k) noexcept {
     case op_kind::forward_all: return "F_all";
     case op_kind::loss: return "loss";
     case op_kind::backward: return "B";
+    case op_kind::offload: return "O";
+    case op_kind::prefetch: return "P";
+    case op_kind::wait: return "W";
   }
   return "?";
 }
 
-/// One operation. `stage` is the stage index k; for `loss` it is the chain length L.
+/// Which tensor of index k a transfer op moves: the activation a_k or the tape t_k (k >= 1).
+enum class tensor_kind : std::uint8_t { activation, tape };
+
+/// One operation. `stage` is the stage index k (for `loss`, the chain length L; for a transfer,
+/// the index k of a_k or t_k); `tensor` says which of a_k and t_k a transfer moves (compute ops
+/// leave it `activation`).
 struct op {
   op_kind kind = op_kind::loss;
   std::int32_t stage = 0;
+  tensor_kind tensor = tensor_kind::activation;
 
   friend constexpr bool operator==(const op&, const op&) = default;
 };
@@ -55,10 +73,25 @@ constexpr op loss_op(std::int32_t length) noexcept {
 constexpr op backward(std::int32_t k) noexcept {
   return {op_kind::backward, k};
 }
+/// O(k, a) or O(k, t): offload a_k or t_k.
+constexpr op offload(std::int32_t k, tensor_kind t = tensor_kind::activation) noexcept {
+  return {op_kind::offload, k, t};
+}
+/// P(k, a) or P(k, t): prefetch a_k or t_k.
+constexpr op prefetch(std::int32_t k, tensor_kind t = tensor_kind::activation) noexcept {
+  return {op_kind::prefetch, k, t};
+}
+/// W(k, a) or W(k, t): wait for the offload of a_k or t_k to end.
+constexpr op wait_for(std::int32_t k, tensor_kind t = tensor_kind::activation) noexcept {
+  return {op_kind::wait, k, t};
+}
 
-/// `F_ck(3)`, `loss`, `B(0)`.
+/// `F_ck(3)`, `loss`, `B(0)`, `O(2,a)`, `P(3,t)`.
 inline std::string to_string(const op& o) {
   if (o.kind == op_kind::loss) return "loss";
+  if (is_transfer(o.kind))
+    return std::string(name(o.kind)) + "(" + std::to_string(o.stage) +
+           (o.tensor == tensor_kind::tape ? ",t)" : ",a)");
   return std::string(name(o.kind)) + "(" + std::to_string(o.stage) + ")";
 }
 

@@ -21,6 +21,7 @@
 #include <remat/solvers/chen_sqrt.hpp>
 #include <remat/solvers/exhaustive.hpp>
 #include <remat/solvers/min_memory.hpp>
+#include <remat/solvers/offload.hpp>
 #include <remat/solvers/optimal.hpp>
 #include <remat/solvers/revolve.hpp>
 #include <remat/solvers/sequential.hpp>
@@ -52,6 +53,10 @@ constexpr solve_result solve_as_given(const C& chain, size_type budget,
     case solver::revolve: return solve_revolve(chain, budget, options);
     case solver::checkpoint_only: return solve_checkpoint_only(chain, budget, options);
     case solver::min_memory: return solve_min_memory(chain, budget, options);
+    case solver::offload:
+      if (std::is_constant_evaluated())
+        throw_solver_error("offload: not available in constant expressions");
+      return solve_offload(chain, budget, options);
     case solver::optimal: break;
   }
   return solve_optimal(chain, budget, options);
@@ -89,6 +94,9 @@ template <chain_like C>
 solve_result solve_coarsened(const C& chain_in, size_type budget, const solve_options& options) {
   const chain c = to_chain(chain_in);
   if (budget < 0) detail::throw_solver_error("the budget must be >= 0");
+  if (options.solver == solver::offload && options.coarsen != no_coarsening)
+    detail::throw_solver_error(
+        "offload: coarsening is not supported with offloading (solve the chain as given)");
   solve_options inner = options;
   inner.coarsen = no_coarsening;
   if (options.coarsen == no_coarsening) return detail::solve_as_given(c, budget, inner);

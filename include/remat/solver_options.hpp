@@ -23,16 +23,18 @@ enum class solver : std::uint8_t {
   revolve,          ///< Griewank-Walther binomial checkpointing, the most slots that fit
   checkpoint_only,  ///< the DP without the tape branch (classical AD checkpointing)
   min_memory,       ///< the persistent schedule of least peak memory
+  offload,          ///< offloading and recomputation (docs/offload.md); `optimal` without transfer
 };
 
 /// Every solver, in the order tools list them.
 inline constexpr solver all_solvers[] = {
     solver::optimal,    solver::store_all,       solver::exhaustive,
     solver::sequential, solver::chen_sqrt,       solver::chen_greedy,
-    solver::revolve,    solver::checkpoint_only, solver::min_memory};
+    solver::revolve,    solver::checkpoint_only, solver::min_memory,
+    solver::offload};
 
 /// The solver's name on the command line: `optimal`, `store-all`, `exhaustive`, `sequential`,
-/// `chen-sqrt`, `chen-greedy`, `revolve`, `checkpoint-only`, `min-memory`.
+/// `chen-sqrt`, `chen-greedy`, `revolve`, `checkpoint-only`, `min-memory`, `offload`.
 constexpr std::string_view name(solver s) noexcept {
   switch (s) {
     case solver::optimal: return "optimal";
@@ -44,6 +46,7 @@ constexpr std::string_view name(solver s) noexcept {
     case solver::revolve: return "revolve";
     case solver::checkpoint_only: return "checkpoint-only";
     case solver::min_memory: return "min-memory";
+    case solver::offload: return "offload";
   }
   return "?";
 }

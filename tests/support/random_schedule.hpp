@@ -60,6 +60,9 @@ inline std::optional<std::vector<op>> random_schedule(const chain& c, std::mt199
         g[at(k)] = done[at(k)] = 1;
         g[at(k + 1)] = t[at(k + 1)] = a[at(k)] = 0;
         break;
+      case op_kind::offload:
+      case op_kind::prefetch:
+      case op_kind::wait: break;  // never chosen
     }
     ops.push_back(o);
   }

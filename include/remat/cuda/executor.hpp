@@ -216,6 +216,9 @@ class executor {
           c.loss(loss_call{const_bytes(s.input), bytes(s.input_gradient), bytes(s.workspace)},
                  stream_);
           break;
+        case op_kind::offload:
+        case op_kind::prefetch:
+        case op_kind::wait: break;  // a program has none (detail/planning/program.hpp refuses them)
       }
       if (const cudaError_t launch = cudaGetLastError(); launch != cudaSuccess)
         detail::throw_cuda_error(launch, "a kernel launch", describe(s, i));

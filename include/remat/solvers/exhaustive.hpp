@@ -1,4 +1,5 @@
-// Exhaustive search: the least-time schedule over *all* op sequences, persistent or not.
+// Exhaustive search: the least-time schedule over *all* op sequences, persistent or not, with
+// the transfer ops where the chain has a `transfer` (detail/exhaustive/timed_search.hpp).
 //
 // A state is the set of held tensors (a_0..a_L, t_1..t_L, g_0..g_L); every op of docs/model.md
 // whose peak fits the budget is an edge weighted by its time, and Dijkstra finds the cheapest path
@@ -8,12 +9,15 @@
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
+#include <remat/detail/exhaustive/timed_search.hpp>
 #include <remat/detail/verify/finish.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
 #include <remat/solver_options.hpp>
+#include <remat/solvers/store_all.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -27,6 +31,9 @@ namespace remat {
 
 /// The longest chain `solve_exhaustive` accepts.
 inline constexpr std::size_t exhaustive_max_stages = 7;
+/// The longest chain `solve_exhaustive` accepts when the chain has a `transfer` (the search
+/// then also tracks times, and its states are many more).
+inline constexpr std::size_t exhaustive_max_transfer_stages = 4;
 
 namespace detail {
 
@@ -151,6 +158,38 @@ solve_result solve_exhaustive(const C& chain_in, size_type budget, const solve_o
     detail::throw_solver_error("exhaustive: the chain has " + std::to_string(c.length()) +
                                " stages; the search over all op sequences is limited to " +
                                std::to_string(exhaustive_max_stages) + " (use the optimal solver)");
+  if (c.transfer.offload_bandwidth > 0 || c.transfer.prefetch_bandwidth > 0) {
+    if (c.length() > exhaustive_max_transfer_stages)
+      detail::throw_solver_error(
+          "exhaustive: the chain has " + std::to_string(c.length()) +
+          " stages; the search over all op sequences with transfers is limited to " +
+          std::to_string(exhaustive_max_transfer_stages) + " (use the offload solver)");
+    // The least budget: bisection between 0 and store-all's peak (the searches are monotone in
+    // the budget: a sequence that fits fits every larger budget).
+    size_type lo = 0;
+    size_type hi = detail::replay(c, store_all_ops(static_cast<std::int32_t>(c.length())))
+                       .peak_memory;  // feasible
+    while (lo < hi) {
+      const size_type mid = lo + (hi - lo) / 2;
+      if (!detail::timed_search(c, mid).run().first.empty())
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    solve_result out;
+    if (budget >= hi) {
+      auto [ops, searched] = detail::timed_search(c, budget).run();
+      const double makespan = detail::replay(c, ops).makespan;
+      if (!(std::abs(makespan - searched) <= 1e-9 * std::max(1.0, makespan)))
+        detail::throw_internal_error("exhaustive", "replays in " + std::to_string(makespan) +
+                                                       ", not the " + std::to_string(searched) +
+                                                       " its search found");
+      out = detail::finish(c, solver::exhaustive, budget, std::move(ops), makespan);
+    }
+    out.budget = budget;
+    out.min_feasible_budget = hi;
+    return out;
+  }
   // Store-all is always a path, so the least-peak search always succeeds.
   const auto least_peak = detail::exhaustive_search(
       c, std::numeric_limits<size_type>::max(), c.input_size,

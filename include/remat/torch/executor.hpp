@@ -361,6 +361,13 @@ class executor {
             a[k] = at::Tensor();
             break;
           }
+          case op_kind::offload:
+          case op_kind::prefetch:
+          case op_kind::wait:
+            // The profile's chain has no `transfer`, so no solver gives these.
+            throw std::invalid_argument("remat::torch::executor: op " + std::to_string(i) + " (" +
+                                        to_string(o) + ") is a transfer; this executor runs "
+                                        "schedules without offloading only");
         }
         op_peak = std::max(op_peak, m.peak() - base);
         r.op_peaks.push_back(op_peak);

@@ -88,6 +88,11 @@ inline program make_program(const memory_plan& m) {
         ps.output = whole(s.output);
         ps.saved = {s.output, s.output_size, 0};  // empty, just past the output
         break;
+      case op_kind::offload:
+      case op_kind::prefetch:
+      case op_kind::wait:
+        throw std::invalid_argument("executor: the plan has a transfer op (" + to_string(s.op) +
+                                    "); executors run schedules without offloading only");
     }
     p.steps.push_back(ps);
   }

@@ -1,0 +1,118 @@
+// The fastest schedule with offloading and recomputation, within the class docs/offload.md states:
+// persistent schedules (docs/model.md) whose top-level cells may offload their input (a_i, or the
+// tape t_i) during their own forward and prefetch it during the last op of the cell below.
+//
+// It runs the persistent DP (on `slots` memory units: 500 by default, or the sizes as given with
+// `exact_units`), then the spine DP of detail/dp/offload_spine.hpp over its table, and returns
+// the faster of that schedule and `solve_optimal`'s at the same budget: never slower than the
+// recompute-only solve, and bit for bit that solve wherever offloading does not help (always on a
+// chain without `transfer`). Makespan and peak are those of replaying the schedule by
+// docs/offload.md's rules.
+#pragma once
+
+#include <remat/chain.hpp>
+#include <remat/concepts.hpp>
+#include <remat/detail/dp/dispatch.hpp>
+#include <remat/detail/dp/engines/dense.hpp>
+#include <remat/detail/dp/offload_spine.hpp>
+#include <remat/detail/verify/finish.hpp>
+#include <remat/simulate.hpp>
+#include <remat/solver_options.hpp>
+#include <remat/solvers/optimal.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace remat {
+
+namespace detail {
+
+// The spine DP at `budget` with memory unit `unit`: its schedule, or empty where the budget is
+// infeasible in these units.
+inline std::vector<op> offload_ops(const chain& c, size_type budget, size_type unit,
+                                   const solve_options& options) {
+  const model md = make_model(c, unit);
+  const size_type Mu = budget / unit;
+  if (Mu < md.x[0]) return {};
+  std::vector<size_type> need = persistent_need(md, dp_branches::tape_and_checkpoint);
+  interval_bounds bounds = make_interval_bounds(md, need, dp_branches::tape_and_checkpoint);
+  fast_layout layout = make_fast_layout(bounds, md.L, Mu);
+  const unsigned threads = dp_threads(options.threads);
+  const double bytes = fast_table_bytes(layout, md.L, Mu, threads) +
+                       2.0 * static_cast<double>(md.L + 1) * static_cast<double>(Mu + 1) *
+                           (sizeof(double) + sizeof(std::int32_t));
+  const std::size_t limit = options.max_table_bytes.value_or(default_table_limit());
+  if (bytes > static_cast<double>(limit)) throw_table_too_large(md.L, Mu, bytes, limit, "offload");
+  const fast_table t = optimal_dp_fast(md, std::move(bounds), std::move(layout), Mu,
+                                       dp_branches::tape_and_checkpoint, threads);
+  const offload_spine spine(md, c, t, Mu);
+  const size_type root = Mu - md.x[0];
+  if (!(spine.value(0, tensor_kind::activation, root) < infinite_time)) return {};
+  return spine.ops(root);
+}
+
+}  // namespace detail
+
+/// The fastest schedule with offloading (docs/offload.md's class) for `budget`. Without
+/// `transfer` on the chain it is `solve_optimal`'s result. `options.slots`: the memory units of
+/// the offload DP (`auto_slots`: 500, finer where the budget is feasible but 500 slots lose it;
+/// `exact_units`: the sizes as given); `coarsen` is refused.
+template <chain_like C>
+solve_result solve_offload(const C& chain_in, size_type budget, const solve_options& options = {}) {
+  const chain c = to_chain(chain_in);
+  if (budget < 0) detail::throw_solver_error("the budget must be >= 0");
+  if (options.coarsen != no_coarsening)
+    detail::throw_solver_error(
+        "offload: coarsening is not supported with offloading (solve the chain as given)");
+  solve_options recompute_options = options;
+  recompute_options.solver = solver::optimal;
+  solve_result recompute = solve_optimal(c, budget, recompute_options);
+  if (!c.transfer.available()) return recompute;
+
+  // The least budget of the class, on the chain's own sizes.
+  const detail::model exact = detail::make_model(c, 1);
+  const size_type root_need = detail::offload_spine_need(
+      exact, detail::persistent_need(exact, detail::dp_branches::tape_and_checkpoint), true);
+  size_type least = recompute.min_feasible_budget;
+  if (root_need != detail::unreachable) {
+    const size_type spine_least = exact.x[0] + root_need;
+    least = least == solve_result::no_budget ? spine_least : std::min(least, spine_least);
+  }
+  // No schedule computes less than every forward and backward once: where the recompute-only
+  // schedule does just that, offloading cannot beat it.
+  double lower = c.loss_time;
+  for (const stage& s : c.stages) lower += s.forward_time + s.backward_time;
+  if (budget < least || (recompute.feasible && recompute.plan.makespan <= lower)) {
+    recompute.min_feasible_budget = least;
+    return recompute;
+  }
+  // The spine DP in units of budget / slots; by default refined (4x the slots, up to 8000) where
+  // the budget is feasible on the chain's own sizes but not in these units.
+  const size_type first_slots = options.slots == auto_slots ? rotor_slots : options.slots;
+  std::vector<op> ops;
+  size_type unit = 1;
+  for (size_type slots = first_slots;; slots *= 4) {
+    unit = detail::discretize(budget, slots).unit;
+    ops = detail::offload_ops(c, budget, unit, options);
+    if (!ops.empty() || options.slots != auto_slots || unit == 1 || slots >= 8000) break;
+  }
+  if (ops.empty()) {
+    recompute.min_feasible_budget = least;
+    return recompute;
+  }
+  const replay_result r = detail::replay(c, ops);
+  if (recompute.feasible && !(r.makespan < recompute.plan.makespan)) {
+    recompute.min_feasible_budget = least;
+    return recompute;
+  }
+  solve_result out = detail::finish(c, solver::offload, budget, std::move(ops), r.makespan);
+  out.min_feasible_budget = least;
+  out.unit = unit;
+  out.exact = unit == 1;
+  return out;
+}
+
+}  // namespace remat

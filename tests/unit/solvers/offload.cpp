@@ -1,0 +1,203 @@
+// The offload solver (docs/offload.md): on random chains with bandwidths from tiny to huge, every
+// schedule replays valid within its budget at the claimed makespan; without bandwidths the result
+// is `optimal`'s bit for bit; it is never slower than recompute-only nor faster than the
+// exhaustive search over all op sequences (the gap is printed); bad bandwidths name the field.
+#include <remat/solve.hpp>
+
+#include "random_chain.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace unit_solvers_offload_test {
+
+namespace {
+
+using remat::size_type;
+using remat::solver;
+
+remat::chain chain_a() {
+  remat::chain c;
+  c.input_size = 5;
+  c.stages = {{4, 4, 1, 1, 0, 0}, {4, 8, 1, 1, 0, 0}};
+  c.loss_time = 1;
+  c.loss_overhead = 20;
+  c.transfer = {1.25, 1.25};
+  return c;
+}
+
+remat::solve_result offload(const remat::chain& c, size_type budget,
+                            size_type slots = remat::exact_units) {
+  return remat::solve(c, budget, {.solver = solver::offload, .slots = slots});
+}
+
+TEST_CASE("chain A: below the recompute-only least budget, at store-all's time") {
+  const remat::chain c = chain_a();
+  const auto r = offload(c, 23);
+  REQUIRE(r.feasible);
+  CHECK(r.plan.makespan == 21);
+  CHECK(r.plan.peak_memory <= 23);
+  CHECK(remat::solve(c, 23).feasible == false);  // recompute-only needs 27
+  CHECK(offload(c, 27).plan.makespan == 21);     // where recompute-only takes 29
+  CHECK(remat::solve(c, 27).plan.makespan == 29);
+  CHECK(r.min_feasible_budget <= 23);
+  const auto none = offload(c, r.min_feasible_budget - 1);
+  CHECK_FALSE(none.feasible);
+  CHECK(none.min_feasible_budget == r.min_feasible_budget);
+  CHECK(offload(c, r.min_feasible_budget).feasible);
+}
+
+// Bandwidths that move a typical activation (size ~5) in anywhere from 1/64 of a forward (~2) to
+// 16 forwards: powers of two, so that every time is exact.
+double random_bandwidth(std::mt19937_64& rng) {
+  return std::ldexp(1.0, std::uniform_int_distribution<int>(-4, 6)(rng));
+}
+
+TEST_CASE("random chains: valid, within budget, never slower than recompute-only") {
+  std::mt19937_64 rng(2029);
+  int instances = 0, helped = 0;
+  for (int n = 0; n < 2000; ++n) {
+    remat::chain c = remat::testing::random_chain(rng, {.min_stages = 1, .max_stages = 8});
+    c.transfer = {random_bandwidth(rng), random_bandwidth(rng)};
+    const size_type top =
+        remat::solve(c, std::numeric_limits<size_type>::max() / 4, {.solver = solver::store_all})
+            .plan.peak_memory;
+    const auto least = offload(c, top).min_feasible_budget;
+    for (const size_type budget : {least, (least + top) / 2, top}) {
+      const auto r = offload(c, budget);
+      const auto opt = remat::solve(c, budget, {.slots = remat::exact_units});
+      REQUIRE(r.feasible);
+      const auto replayed = remat::simulate(c, r.plan);
+      REQUIRE(replayed.valid());
+      CHECK(replayed.peak_memory <= budget);
+      CHECK(replayed.makespan == r.plan.makespan);
+      if (opt.feasible) CHECK(r.plan.makespan <= opt.plan.makespan);
+      if (!opt.feasible || r.plan.makespan < opt.plan.makespan) ++helped;
+      CHECK(r.min_feasible_budget <= opt.min_feasible_budget);
+      CHECK_FALSE(offload(c, least - 1).feasible);
+      ++instances;
+    }
+  }
+  std::printf("offload: %d (chain, budget) instances; offloading faster than recompute-only in "
+              "%d\n",
+              instances, helped);
+  CHECK(helped > 0);
+}
+
+TEST_CASE("tiny chains: never faster than the exhaustive search over all op sequences") {
+  // Chains of 1 or 2 stages with whole times and transfer times in halves, where the search
+  // over every op sequence (transfers included) finishes; instances where it gives up are
+  // counted, not judged.
+  std::mt19937_64 rng(2030);
+  int judged = 0, gave_up = 0, gaps = 0;
+  double worst_gap = 0;
+  for (int n = 0; n < 60; ++n) {
+    remat::chain c = remat::testing::random_chain(rng, {.min_stages = 1, .max_stages = 2,
+                                                        .max_size = 4});
+    for (auto& s : c.stages) {
+      s.forward_time = std::round(s.forward_time);
+      s.backward_time = std::round(s.backward_time);
+    }
+    c.loss_time = std::round(c.loss_time);
+    c.transfer = {std::ldexp(1.0, std::uniform_int_distribution<int>(0, 2)(rng)),
+                  std::ldexp(1.0, std::uniform_int_distribution<int>(0, 2)(rng))};
+    const size_type top =
+        remat::solve(c, std::numeric_limits<size_type>::max() / 4, {.solver = solver::store_all})
+            .plan.peak_memory;
+    const auto least = offload(c, top).min_feasible_budget;
+    for (const size_type budget : {least, (least + top) / 2}) {
+      const auto r = offload(c, budget);
+      REQUIRE(r.feasible);
+      std::vector<remat::op> best;
+      try {
+        best = remat::detail::timed_search(c, budget, 20'000).run().first;
+      } catch (const remat::solver_error&) {
+        ++gave_up;
+        continue;
+      }
+      REQUIRE_FALSE(best.empty());  // the DP's schedule is one of all sequences
+      const auto e = remat::simulate(c, std::span<const remat::op>(best));
+      REQUIRE(e.valid());
+      CHECK(e.peak_memory <= budget);
+      CHECK(e.makespan <= r.plan.makespan);
+      if (e.makespan < r.plan.makespan) {
+        ++gaps;
+        worst_gap = std::max(worst_gap, r.plan.makespan / e.makespan - 1);
+      }
+      ++judged;
+    }
+  }
+  std::printf("offload vs exhaustive: %d instances judged (%d given up); the exhaustive search "
+              "faster in %d, by at most %.1f%%\n",
+              judged, gave_up, gaps, 100 * worst_gap);
+  CHECK(judged > 50);
+}
+
+TEST_CASE("without bandwidths the result is optimal's, bit for bit") {
+  std::mt19937_64 rng(31);
+  for (int n = 0; n < 300; ++n) {
+    remat::chain c = remat::testing::random_chain(rng);
+    if (n % 2 == 1) c.transfer = {0, random_bandwidth(rng)};  // one direction is none
+    const size_type top =
+        remat::solve(c, std::numeric_limits<size_type>::max() / 4, {.solver = solver::store_all})
+            .plan.peak_memory;
+    for (const size_type budget : {top / 3, top / 2, top}) {
+      for (const size_type slots : {remat::auto_slots, size_type{7}}) {
+        const auto r = remat::solve(c, budget, {.solver = solver::offload, .slots = slots});
+        const auto opt = remat::solve(c, budget, {.solver = solver::optimal, .slots = slots});
+        CHECK(r == opt);
+      }
+    }
+  }
+}
+
+TEST_CASE("with slots the schedule fits the budget in bytes") {
+  std::mt19937_64 rng(47);
+  for (int n = 0; n < 200; ++n) {
+    remat::chain c = remat::testing::random_chain(rng, {.max_stages = 12, .max_size = 1000});
+    c.transfer = {random_bandwidth(rng) * 100, random_bandwidth(rng) * 100};
+    const size_type top =
+        remat::solve(c, std::numeric_limits<size_type>::max() / 4, {.solver = solver::store_all})
+            .plan.peak_memory;
+    for (const size_type budget : {top / 4, top / 2, top * 3 / 4}) {
+      const auto r = remat::solve(c, budget, {.solver = solver::offload, .slots = 20});
+      const auto opt = remat::solve(c, budget, {.solver = solver::optimal, .slots = 20});
+      if (!r.feasible) {
+        CHECK_FALSE(opt.feasible);
+        continue;
+      }
+      const auto replayed = remat::simulate(c, r.plan);
+      REQUIRE(replayed.valid());
+      CHECK(replayed.peak_memory <= budget);
+      if (opt.feasible) CHECK(r.plan.makespan <= opt.plan.makespan);
+    }
+  }
+}
+
+TEST_CASE("bad bandwidths are errors naming the field; coarsening is refused") {
+  remat::chain c = chain_a();
+  c.transfer.offload_bandwidth = -1;
+  CHECK_THROWS_WITH_AS(remat::validate(c), "transfer.offload_bandwidth: must be >= 0 (-1.000000)",
+                       remat::chain_error);
+  c.transfer.offload_bandwidth = std::nan("");
+  CHECK_THROWS_WITH_AS(remat::validate(c), "transfer.offload_bandwidth: must be a finite number",
+                       remat::chain_error);
+  c.transfer = {1, std::numeric_limits<double>::infinity()};
+  CHECK_THROWS_WITH_AS(remat::validate(c), "transfer.prefetch_bandwidth: must be a finite number",
+                       remat::chain_error);
+  c.transfer = {1, 1e-320};
+  CHECK_THROWS_AS(remat::validate(c), remat::chain_error);
+  CHECK_THROWS_AS(remat::solve(chain_a(), 30, {.solver = solver::offload, .coarsen = 1}),
+                  remat::solver_error);
+}
+
+}  // namespace
+
+}  // namespace unit_solvers_offload_test
