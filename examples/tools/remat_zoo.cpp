@@ -1,6 +1,9 @@
 // remat-zoo: writes a network of the zoo (include/remat/zoo.hpp, docs/cli.md) as a chain file
 // (docs chain-format.md), each stage with its forward `flops` and the chain with its
-// `total_flops` and the settings it was built with (keys that chain readers ignore).
+// `total_flops` and the settings it was built with (keys that chain readers ignore), and with a
+// `transfer` object where --pcie or --transfer gives the link to host memory.
+#include "bandwidth_arg.hpp"
+
 #include <remat/io/chain_json.hpp>
 #include <remat/zoo.hpp>
 
@@ -29,7 +32,8 @@ class usage_error : public std::runtime_error {
 std::string usage() {
   std::string text =
       "usage: remat-zoo MODEL [--batch N] [--image S | --seq S] [--dtype fp32|fp16|bf16]\n"
-      "                 [--peak-flops F] [--bandwidth B] [--layers N] [--ops] [-o FILE]\n"
+      "                 [--peak-flops F] [--bandwidth B] [--layers N] [--ops]\n"
+      "                 [--pcie 4|5 | --transfer BW] [-o FILE]\n"
       "MODEL:";
   for (const std::string_view m : remat::zoo::model_names) text += " " + std::string(m);
   return text +
@@ -42,7 +46,12 @@ std::string usage() {
          "  --bandwidth B    memory bytes/s of the roofline (A100: 2.0e12)\n"
          "  --layers N       GPT-2: transformer blocks (the model's: 12, 24, 36, 48)\n"
          "  --ops            one stage per operator (a GPT-2 block is 19) instead of one per\n"
-         "                   layer or block: the long chains a profiler sees\n";
+         "                   layer or block: the long chains a profiler sees\n"
+         "  --pcie 4|5       a link to host memory for offloading: PCIe 4.0 x16 (25 GB/s each\n"
+         "                   way) or 5.0 x16 (47 GB/s device to host, 55 GB/s host to device)\n"
+         "  --transfer BW    a link of BW, e.g. 25GB/s, or OUT,IN as 47GB/s,55GB/s (B/s, KB/s,\n"
+         "                   MB/s, GB/s, TB/s: 1000s; KiB/s, MiB/s, GiB/s, TiB/s: 1024s; a bare\n"
+         "                   number is bytes per ms, the file's units)\n";
 }
 
 remat::size_type parse_count(std::string_view option, std::string_view text) {
@@ -65,10 +74,24 @@ double parse_rate(std::string_view option, std::string_view text) {
   return value;
 }
 
+// The chain file's units: the zoo's times are in ms, its sizes in bytes.
+constexpr std::string_view time_unit = "ms";
+constexpr std::string_view memory_unit = "bytes";
+
+// Achieved host-device bandwidths of a PCIe x16 link with pinned memory (docs/cli.md):
+// device-to-host, then host-to-device.
+remat::tools::bandwidth_arg pcie(std::string_view generation) {
+  if (generation == "4") return remat::tools::parse_bandwidth("--pcie", "25GB/s");
+  if (generation == "5") return remat::tools::parse_bandwidth("--pcie", "47GB/s,55GB/s");
+  throw usage_error("--pcie: expected 4 or 5, got \"" + std::string(generation) + "\"");
+}
+
 struct request {
   std::string model;
   remat::zoo::options options;
   std::optional<std::string> output;
+  std::optional<remat::tools::bandwidth_arg> transfer;  ///< --pcie or --transfer
+  std::optional<int> pcie;                              ///< --pcie, recorded under `zoo`
   bool help = false;
 };
 
@@ -112,6 +135,12 @@ request parse(const std::vector<std::string_view>& args) {
       r.options.peak_flops = parse_rate(a, v);
     } else if (a == "--bandwidth") {
       r.options.bandwidth = parse_rate(a, v);
+    } else if (a == "--pcie" || a == "--transfer") {
+      if (r.transfer)
+        throw usage_error(r.transfer->option == a ? std::string(a) + ": given twice"
+                                                  : "--pcie and --transfer exclude each other");
+      r.transfer = a == "--pcie" ? pcie(v) : remat::tools::parse_bandwidth(a, v);
+      if (a == "--pcie") r.pcie = v == "4" ? 4 : 5;
     } else if (a == "-o") {
       r.output = std::string(v);
     } else {
@@ -123,13 +152,14 @@ request parse(const std::vector<std::string_view>& args) {
 }
 
 // The chain file of chain-format.md, plus the zoo's extra keys.
-nlohmann::ordered_json document(const remat::zoo::network& n) {
+nlohmann::ordered_json document(const remat::zoo::network& n, const request& r) {
   remat::io::chain_file f;
   f.chain = n.chain;
   f.name = n.name;
   f.stage_names = n.stage_names;
-  f.time_unit = "ms";
-  f.memory_unit = "bytes";
+  f.time_unit = time_unit;
+  f.memory_unit = memory_unit;
+  if (r.transfer) remat::tools::set_transfer(f.chain, *r.transfer, time_unit, memory_unit);
   nlohmann::ordered_json doc = remat::io::to_json(f);
   for (std::size_t k = 0; k < n.stage_flops.size(); ++k)
     doc["stages"][k]["flops"] = n.stage_flops[k];
@@ -148,6 +178,7 @@ nlohmann::ordered_json document(const remat::zoo::network& n) {
   const auto own = remat::zoo::detail::gpt2_config_of(s.model);
   if (own && own->layers != s.layers) zoo["layers"] = s.layers;
   if (s.operators) zoo["operators"] = true;
+  if (r.pcie) zoo["pcie"] = *r.pcie;
   doc["zoo"] = std::move(zoo);
   return doc;
 }
@@ -162,7 +193,7 @@ int main(int argc, char** argv) {
       std::cout << usage();
       return 0;
     }
-    const std::string text = document(remat::zoo::build(r.model, r.options)).dump(2) + "\n";
+    const std::string text = document(remat::zoo::build(r.model, r.options), r).dump(2) + "\n";
     if (r.output) {
       std::ofstream out(*r.output, std::ios::binary | std::ios::trunc);
       out << text;

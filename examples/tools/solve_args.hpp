@@ -2,6 +2,8 @@
 // option and what to change). The contract is docs/chain-format.md and docs/cli.md.
 #pragma once
 
+#include "bandwidth_arg.hpp"
+
 #include <remat/solve.hpp>
 
 #include <algorithm>
@@ -46,6 +48,9 @@ struct solve_request {
   std::optional<std::string> csv;       ///< --csv FILE (sweep)
   std::optional<std::string> plot;      ///< --plot FILE.svg (sweep)
   std::size_t coarsen = no_coarsening;  ///< --coarsen N, or auto_coarsening for --coarsen auto
+  /// --bandwidth: the chain's transfer rates instead of the file's (set once the file is read,
+  /// since a rate per second depends on its units)
+  std::optional<bandwidth_arg> bandwidth;
 };
 
 inline std::string usage_text() {
@@ -66,10 +71,11 @@ inline std::string usage_text() {
   }
   std::string text =
       "usage: remat-solve CHAIN.json --budget SIZE [--solver NAME] [--slots auto|exact|N]\n"
-      "                   [--coarsen N|auto] [--json]\n"
+      "                   [--coarsen N|auto] [--bandwidth BW] [--json]\n"
       "       remat-solve CHAIN.json --sweep [--points N] [--solver NAME,...] [--csv FILE]"
       " [--plot FILE.svg]\n"
-      "       remat-solve CHAIN.json --info\n"
+      "                   [--bandwidth BW]\n"
+      "       remat-solve CHAIN.json --info [--bandwidth BW] [--json]\n"
       "       remat-solve CHAIN.json --frontier [--solver NAME] [--json]\n"
       "\n"
       "Finds the fastest schedule of forward, recompute and backward operations for the chain\n"
@@ -89,6 +95,11 @@ inline std::string usage_text() {
       "  --coarsen N|auto solve on at most N blocks of consecutive stages (cut where the\n"
       "                   blocks lose least) and print the schedule on the chain's stages;\n"
       "                   'auto' merges only as far as the solver needs to accept the chain\n"
+      "  --bandwidth BW   the link to host memory for offloading, instead of the file's\n"
+      "                   transfer object: a rate per second (B/s, KB/s, MB/s, GB/s, TB/s:\n"
+      "                   1000s; KiB/s, MiB/s, GiB/s, TiB/s: 1024s) converted with the file's\n"
+      "                   units, or a bare number in its memory units per time unit; OUT,IN\n"
+      "                   for device-to-host and host-to-device apart (47GB/s,55GB/s); 0: none\n"
       "  --json           print one JSON object instead of the report (also with --info)\n"
       "  --sweep          solve at evenly spaced budgets, from the least at which the optimal\n"
       "                   solver finds a schedule to the peak of storing everything; print\n"
@@ -101,7 +112,8 @@ inline std::string usage_text() {
       "  --csv FILE       also write the sweep as CSV\n"
       "  --plot FILE.svg  also draw it: makespan over store-all against budget over store-all\n"
       "  --info           the chain's stages, input size, store-all peak and makespan, least\n"
-      "                   feasible budget, and the most memory a single stage needs\n"
+      "                   feasible budget, and the most memory a single stage needs; with a\n"
+      "                   transfer rate, how much of each stage's transfers compute can hide\n"
       "  --help           print this help\n"
       "\n"
       "Exit status: 0 a schedule was found, 1 no schedule fits the budget, 2 bad usage or bad\n"
@@ -185,7 +197,7 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
   solve_request req;
   std::vector<std::string_view> positional;
   std::vector<std::string_view> seen;
-  std::optional<std::string_view> budget, solver_list, slots, points, coarsen;
+  std::optional<std::string_view> budget, solver_list, slots, points, coarsen, bandwidth;
   bool sweep = false, info = false, frontier = false, options_done = false;
 
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -237,6 +249,8 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
       points = value();
     } else if (option == "--coarsen") {
       coarsen = value();
+    } else if (option == "--bandwidth") {
+      bandwidth = value();
     } else if (option == "--csv") {
       req.csv = std::string(value());
     } else if (option == "--plot") {
@@ -284,6 +298,13 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
         *coarsen == "auto"
             ? auto_coarsening
             : static_cast<std::size_t>(detail::parse_count("--coarsen", *coarsen, " or 'auto'"));
+  if (bandwidth) {
+    try {
+      req.bandwidth = parse_bandwidth("--bandwidth", *bandwidth);
+    } catch (const bandwidth_error& e) {
+      throw usage_error(e.what());
+    }
+  }
   if (req.csv && req.csv->empty()) throw usage_error("--csv needs a file name");
   if (req.plot && req.plot->empty()) throw usage_error("--plot needs a file name");
 
@@ -299,6 +320,9 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
     throw usage_error("--coarsen applies only to --budget");
   if (req.what == command::info && given("--solver"))
     throw usage_error("--solver does not apply to --info");
+  // The frontier is that of the DP solvers, which do not offload.
+  if (req.what == command::frontier && given("--bandwidth"))
+    throw usage_error("--bandwidth does not apply to --frontier");
   if (req.what == command::sweep && given("--json"))
     throw usage_error("--json does not apply to --sweep (use --csv FILE)");
   if (req.points && *req.points < 2)

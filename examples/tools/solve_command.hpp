@@ -31,7 +31,14 @@ inline int run_solve(std::span<const std::string_view> args, std::ostream& out, 
       out << usage_text();
       return found;
     }
-    const io::chain_file file = io::read_chain_file(req.chain_path);
+    io::chain_file file = io::read_chain_file(req.chain_path);
+    if (req.bandwidth) {
+      try {
+        set_transfer(file.chain, *req.bandwidth, file.time_unit, file.memory_unit);
+      } catch (const bandwidth_error& e) {
+        throw usage_error(e.what());
+      }
+    }
     if (req.what == command::info) {
       const info_report rep = compute_info(file, req);
       out << (req.json ? format_info_json(rep) : format_info(rep));

@@ -2,6 +2,7 @@
 // request and formatted; what they print is docs/chain-format.md's contract.
 #pragma once
 
+#include "bandwidth_arg.hpp"
 #include "solve_args.hpp"
 
 #include <remat/io/chain_json.hpp>
@@ -70,6 +71,23 @@ inline bool bounded(const solve_report& rep) {
   return dp && rep.slots == auto_slots && rep.result.feasible && !rep.result.exact &&
          rep.result.coarse_length == 0;
 }
+
+// An op as chain-format.md writes it: {"op": "F_ck", "stage": 3}, {"op": "loss"}, and the
+// transfers of docs/offload.md as {"op": "offload", "tensor": "a", "index": 2}.
+inline nlohmann::ordered_json op_json(const op& o) {
+  nlohmann::ordered_json j;
+  if (is_transfer(o.kind)) {
+    j["op"] = o.kind == op_kind::offload    ? "offload"
+              : o.kind == op_kind::prefetch ? "prefetch"
+                                            : "wait";
+    j["tensor"] = o.tensor == tensor_kind::tape ? "t" : "a";
+    j["index"] = o.stage;
+    return j;
+  }
+  j["op"] = std::string(name(o.kind));
+  if (o.kind != op_kind::loss) j["stage"] = o.stage;
+  return j;
+}
 }  // namespace detail
 
 inline std::string format_json(const solve_report& rep) {
@@ -86,12 +104,7 @@ inline std::string format_json(const solve_report& rep) {
                                  ? nlohmann::ordered_json(nullptr)
                                  : nlohmann::ordered_json(r.min_feasible_budget);
   nlohmann::ordered_json ops = nlohmann::ordered_json::array();
-  for (const op& o : r.plan.ops) {
-    nlohmann::ordered_json jo;
-    jo["op"] = std::string(name(o.kind));
-    if (o.kind != op_kind::loss) jo["stage"] = o.stage;
-    ops.push_back(std::move(jo));
-  }
+  for (const op& o : r.plan.ops) ops.push_back(detail::op_json(o));
   j["ops"] = std::move(ops);
   // Only where the default solve fell back on slots, after the contract's keys: its bounds.
   if (detail::bounded(rep)) {
@@ -170,6 +183,40 @@ inline std::string wrap(const std::vector<std::string>& words, std::string_view 
 
 inline constexpr std::size_t line_width = 100;
 
+// The chain has a link to host memory (a bandwidth > 0 in either direction).
+inline bool has_transfer(const chain& c) {
+  return c.transfer.offload_bandwidth > 0 || c.transfer.prefetch_bandwidth > 0;
+}
+
+// A bandwidth in the chain's units, and in GB/s where those are bytes and seconds:
+// `25000000 bytes/ms (25 GB/s)`; `none` for 0.
+inline std::string format_bandwidth(double rate, const io::chain_file& f) {
+  if (!(rate > 0)) return "none";
+  std::string text = format_time(rate, "");
+  const std::string& mu = f.memory_unit;
+  const std::string& tu = f.time_unit;
+  if (mu.empty() && tu.empty())
+    text += " memory units per time unit";
+  else
+    text += " " + (mu.empty() ? std::string("units") : printable(mu)) + "/" +
+            (tu.empty() ? std::string("time unit") : printable(tu));
+  if (const auto bps = bytes_per_second(rate, tu, mu)) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, " (%.4g GB/s)", *bps / 1e9);
+    text += buf;
+  }
+  return text;
+}
+
+// The chain's transfer rates: one figure when both directions are equal.
+inline std::string transfer_text(const io::chain_file& f) {
+  const transfer_rates& t = f.chain.transfer;
+  if (t.offload_bandwidth == t.prefetch_bandwidth)
+    return format_bandwidth(t.offload_bandwidth, f) + " each way";
+  return "offload " + format_bandwidth(t.offload_bandwidth, f) + ", prefetch " +
+         format_bandwidth(t.prefetch_bandwidth, f);
+}
+
 }  // namespace detail
 
 /// The report for a person: what was asked, how the schedule compares with storing everything,
@@ -204,6 +251,7 @@ inline std::string format_report(const solve_report& rep) {
   std::string chain_text = std::to_string(L) + (L == 1 ? " stage" : " stages");
   if (!units.empty()) chain_text += "; " + units;
   line("chain", f.name.empty() ? chain_text : detail::printable(f.name) + " (" + chain_text + ")");
+  if (detail::has_transfer(f.chain)) line("transfer", detail::transfer_text(f));
 
   std::string solver_text(name(rep.solver));
   if (r.unit > 1)
@@ -276,7 +324,8 @@ inline std::string format_report(const solve_report& rep) {
   // Every stage runs forward at least once; the other runs are recomputations.
   std::vector<int> forwards(L, 0);
   for (const op& o : r.plan.ops)
-    if (o.kind != op_kind::loss && o.kind != op_kind::backward)
+    if (o.kind == op_kind::forward_none || o.kind == op_kind::forward_checkpoint ||
+        o.kind == op_kind::forward_all)
       ++forwards[static_cast<std::size_t>(o.stage)];
   std::vector<std::string> recomputed;
   int recomputations = 0;
@@ -299,6 +348,36 @@ inline std::string format_report(const solve_report& rep) {
     out += detail::wrap(recomputed, label("recomputes"), detail::line_width);
   }
 
+  // What the schedule moves to host memory and back (docs/offload.md's ops), where it does.
+  int offloads = 0, prefetches = 0, waits = 0;
+  size_type offloaded = 0, prefetched = 0;
+  for (const op& o : r.plan.ops) {
+    if (!is_transfer(o.kind)) continue;
+    const auto k = static_cast<std::size_t>(o.stage);
+    const bool tape = o.tensor == tensor_kind::tape;
+    if (o.stage < 0 || k > L || (tape && k == 0)) continue;  // not a tensor of the chain
+    const size_type bytes = tape     ? f.chain.stages[k - 1].tape_size
+                            : k == 0 ? f.chain.input_size
+                                     : f.chain.stages[k - 1].output_size;
+    if (o.kind == op_kind::offload) {
+      ++offloads;
+      offloaded += bytes;
+    } else if (o.kind == op_kind::prefetch) {
+      ++prefetches;
+      prefetched += bytes;
+    } else {
+      ++waits;
+    }
+  }
+  if (offloads + prefetches + waits > 0) {
+    const auto count = [](int n, const char* one, const char* many) {
+      return std::to_string(n) + " " + (n == 1 ? one : many);
+    };
+    line("transfers", count(offloads, "offload", "offloads") + " (" + format_memory(offloaded, mu) +
+                          "), " + count(prefetches, "prefetch", "prefetches") + " (" +
+                          format_memory(prefetched, mu) + "), " + count(waits, "wait", "waits"));
+  }
+
   line("schedule", std::to_string(r.plan.ops.size()) + " ops");
   std::vector<std::string> words;
   words.reserve(r.plan.ops.size());
@@ -316,6 +395,43 @@ inline std::string format_report(const solve_report& rep) {
   return out;
 }
 
+/// One transfer beside the compute op it can run in parallel with (docs/offload.md: a transfer
+/// issued right after a compute op overlaps it).
+struct overlap {
+  bool available = false;  ///< the chain offers this direction (its bandwidth is > 0)
+  double transfer = 0;     ///< the transfer's time, where available
+  double compute = 0;      ///< the compute op's time
+
+  /// The share of the transfer that the compute hides: min(1, compute / transfer); 1 for an
+  /// empty tensor.
+  [[nodiscard]] double hidden() const { return transfer <= compute ? 1.0 : compute / transfer; }
+};
+
+/// What offloading stage k's tensors costs against the compute around them: its input a_k
+/// offloaded during F(k) (the forward that reads it) and prefetched during B(k+1) (the backward
+/// before B(k), which needs it); its tape t_{k+1} offloaded during F(k+1) (the first op after
+/// the forward that records it) and prefetched during B(k+1). For the last stage the loss stands
+/// in for stage k+1.
+struct stage_transfer {
+  size_type input_size = 0;  ///< x[k]
+  size_type tape_size = 0;   ///< xb[k+1]
+  overlap input_offload, input_prefetch, tape_offload, tape_prefetch;
+};
+
+/// The share of all of one kind of transfer that compute hides: the hidden time summed over the
+/// stages over the transfer time summed (1 when nothing moves); none where unavailable.
+inline std::optional<double> hidden_share(const std::vector<stage_transfer>& stages,
+                                          overlap stage_transfer::*which) {
+  double hidden = 0, total = 0;
+  for (const stage_transfer& s : stages) {
+    const overlap& o = s.*which;
+    if (!o.available) return std::nullopt;
+    hidden += std::min(o.transfer, o.compute);
+    total += o.transfer;
+  }
+  return total > 0 ? hidden / total : 1.0;
+}
+
 /// What `--info` reports: the chain's size and the two ends of its time-memory trade-off.
 struct info_report {
   const io::chain_file* file = nullptr;
@@ -329,7 +445,36 @@ struct info_report {
   /// loss).
   size_type largest_requirement = 0;
   std::size_t largest_stage = 0;
+  /// Per stage, where the chain has a link to host memory: how much of its transfers compute
+  /// can hide. Empty without one.
+  std::vector<stage_transfer> transfers;
 };
+
+/// The transfer figures of every stage of `c` (see `stage_transfer`).
+inline std::vector<stage_transfer> stage_transfers(const chain& c) {
+  const transfer_rates& rates = c.transfer;
+  const auto beside = [](size_type size, double bandwidth, double compute) {
+    overlap o;
+    o.available = bandwidth > 0;
+    o.transfer = o.available ? static_cast<double>(size) / bandwidth : 0.0;
+    o.compute = compute;
+    return o;
+  };
+  std::vector<stage_transfer> out(c.length());
+  for (std::size_t k = 0; k < c.length(); ++k) {
+    const bool last = k + 1 == c.length();
+    const double next_forward = last ? c.loss_time : c.stages[k + 1].forward_time;
+    const double next_backward = last ? c.loss_time : c.stages[k + 1].backward_time;
+    stage_transfer& s = out[k];
+    s.input_size = k == 0 ? c.input_size : c.stages[k - 1].output_size;
+    s.tape_size = c.stages[k].tape_size;
+    s.input_offload = beside(s.input_size, rates.offload_bandwidth, c.stages[k].forward_time);
+    s.input_prefetch = beside(s.input_size, rates.prefetch_bandwidth, next_backward);
+    s.tape_offload = beside(s.tape_size, rates.offload_bandwidth, next_forward);
+    s.tape_prefetch = beside(s.tape_size, rates.prefetch_bandwidth, next_backward);
+  }
+  return out;
+}
 
 /// The memory stage `k` needs whatever the schedule: the peak of storing everything on the chain
 /// of that stage alone (its input, the stage, a free loss), which is the larger of F_all(k)
@@ -367,6 +512,7 @@ inline info_report compute_info(const io::chain_file& file, const solve_request&
       rep.largest_stage = k;
     }
   }
+  if (detail::has_transfer(c)) rep.transfers = stage_transfers(c);
   return rep;
 }
 
@@ -424,7 +570,98 @@ inline std::string format_info_json(const info_report& rep) {
   j["min_feasible_budget_exact"] = detail::budget_or_null(rep.min_budget_exact);
   j["largest_stage_memory"] = rep.largest_requirement;
   j["largest_stage"] = rep.largest_stage;
+  // Where the chain has a link to host memory only, after the keys above.
+  if (!rep.transfers.empty()) {
+    const auto or_null = [](const std::optional<double>& v) {
+      return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+    };
+    const transfer_rates& t = f.chain.transfer;
+    nlohmann::ordered_json transfer;
+    transfer["offload_bandwidth"] = t.offload_bandwidth;
+    transfer["prefetch_bandwidth"] = t.prefetch_bandwidth;
+    transfer["input_offload_hidden"] =
+        or_null(hidden_share(rep.transfers, &stage_transfer::input_offload));
+    transfer["input_prefetch_hidden"] =
+        or_null(hidden_share(rep.transfers, &stage_transfer::input_prefetch));
+    transfer["tape_offload_hidden"] =
+        or_null(hidden_share(rep.transfers, &stage_transfer::tape_offload));
+    transfer["tape_prefetch_hidden"] =
+        or_null(hidden_share(rep.transfers, &stage_transfer::tape_prefetch));
+    j["transfer"] = std::move(transfer);
+    nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+    for (std::size_t k = 0; k < rep.transfers.size(); ++k) {
+      const stage_transfer& s = rep.transfers[k];
+      nlohmann::ordered_json js;
+      const auto put = [&](const char* key, const overlap& o) {
+        js[std::string(key) + "_time"] = o.available ? nlohmann::ordered_json(o.transfer) : nullptr;
+        js[std::string(key) + "_hidden"] =
+            o.available ? nlohmann::ordered_json(o.hidden()) : nullptr;
+      };
+      js["stage"] = k;
+      js["input_size"] = s.input_size;
+      put("input_offload", s.input_offload);
+      put("input_prefetch", s.input_prefetch);
+      js["tape_size"] = s.tape_size;
+      put("tape_offload", s.tape_offload);
+      put("tape_prefetch", s.tape_prefetch);
+      stages.push_back(std::move(js));
+    }
+    j["transfer_stages"] = std::move(stages);
+  }
   return j.dump() + '\n';
+}
+
+/// `--info`'s lines on transfers: the rates, the share of each kind of transfer that compute
+/// hides over the whole chain, and a table of the shares per stage.
+inline std::string format_transfer_info(const info_report& rep) {
+  const io::chain_file& f = *rep.file;
+  std::string out;
+  const auto line = [&](std::string_view key, const std::string& text) {
+    std::string l(key);
+    l.resize(15, ' ');
+    out += l + text + '\n';
+  };
+  const auto share = [](const std::optional<double>& v) {
+    return v ? detail::percent(*v, 1.0) : std::string("none");
+  };
+  line("transfer", detail::transfer_text(f));
+  const auto& t = rep.transfers;
+  line("hidden", "input: offload " + share(hidden_share(t, &stage_transfer::input_offload)) +
+                     ", prefetch " + share(hidden_share(t, &stage_transfer::input_prefetch)) +
+                     "; tape: offload " + share(hidden_share(t, &stage_transfer::tape_offload)) +
+                     ", prefetch " + share(hidden_share(t, &stage_transfer::tape_prefetch)));
+  line("", "(the share of each transfer that compute hides: stage k's input a_k offloaded");
+  line("", "during F(k), prefetched during B(k+1); its tape t_{k+1} offloaded during F(k+1),");
+  line("", "prefetched during B(k+1); the loss in place of stage k+1 for the last stage)");
+
+  std::vector<std::string> labels;
+  std::size_t width = std::string_view("stage").size();
+  for (std::size_t k = 0; k < t.size(); ++k) {
+    std::string label = std::to_string(k);
+    if (k < f.stage_names.size() && !f.stage_names[k].empty())
+      label += " " + detail::printable(f.stage_names[k]);
+    width = std::max(width, label.size());
+    labels.push_back(std::move(label));
+  }
+  const auto row = [&](const std::string& label, const std::string& input, const std::string& a_out,
+                       const std::string& a_in, const std::string& tape, const std::string& t_out,
+                       const std::string& t_in) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%14s %9s %9s %14s %9s %9s", input.c_str(), a_out.c_str(),
+                  a_in.c_str(), tape.c_str(), t_out.c_str(), t_in.c_str());
+    std::string l = label;
+    l.resize(width, ' ');
+    out += l + buf + '\n';
+  };
+  const auto hidden = [](const overlap& o) {
+    return o.available ? detail::percent(o.hidden(), 1.0) : std::string("-");
+  };
+  row("stage", "input", "offload", "prefetch", "tape", "offload", "prefetch");
+  for (std::size_t k = 0; k < t.size(); ++k)
+    row(labels[k], std::to_string(t[k].input_size), hidden(t[k].input_offload),
+        hidden(t[k].input_prefetch), std::to_string(t[k].tape_size), hidden(t[k].tape_offload),
+        hidden(t[k].tape_prefetch));
+  return out;
 }
 
 /// `--info` for a person.
@@ -463,6 +700,7 @@ inline std::string format_info(const info_report& rep) {
                             share(rep.largest_requirement) + ", " +
                             detail::stage_label(f, rep.largest_stage) + " alone");
   line("", "(its forward with tape and its backward: no schedule fits in less)");
+  if (!rep.transfers.empty()) out += format_transfer_info(rep);
   return out;
 }
 

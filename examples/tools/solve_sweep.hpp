@@ -37,11 +37,16 @@ inline std::vector<remat::solver> sweep_solvers(const solve_request& req, const 
                                                 std::string& note) {
   if (!req.solvers.empty()) return req.solvers;
   std::vector<remat::solver> out;
+  const bool transfers = c.transfer.offload_bandwidth > 0 || c.transfer.prefetch_bandwidth > 0;
+  const std::size_t exhaustive_limit =
+      transfers ? exhaustive_max_transfer_stages : exhaustive_max_stages;
   for (const remat::solver s : all_solvers) {
-    if (s == remat::solver::exhaustive && c.length() > exhaustive_max_stages) {
+    // Without a link to host memory, offload is optimal: the same row twice.
+    if (s == remat::solver::offload && !c.transfer.available()) continue;
+    if (s == remat::solver::exhaustive && c.length() > exhaustive_limit) {
       note = "remat-solve: --sweep leaves out exhaustive: the chain has " +
              std::to_string(c.length()) + " stages, more than its limit of " +
-             std::to_string(exhaustive_max_stages) + "\n";
+             std::to_string(exhaustive_limit) + (transfers ? " with transfers" : "") + "\n";
       continue;
     }
     out.push_back(s);

@@ -17,6 +17,10 @@
 // `recording_overhead`, the overhead of its recording forward F_all where it differs from
 // `forward_overhead`. Absent, it is the forward_overhead; it is written only where it differs, so
 // files without it read and write as before.
+//
+// A second one (docs/chain-format.md, "Extensions"): a top-level `transfer` object with
+// `offload_bandwidth` and `prefetch_bandwidth`, the chain's `remat::transfer_rates` in memory units
+// per time unit (each optional, 0 when absent). It is written only when a bandwidth is > 0.
 #pragma once
 
 #include <remat/chain.hpp>
@@ -210,6 +214,12 @@ inline chain_file from_document(const json& doc, const std::string& source) {
     out.chain.loss_time = l.optional_time("backward_time");
     out.chain.loss_overhead = l.optional_size("backward_overhead");
   }
+  if (const json* transfer = top.optional_object("transfer")) {
+    // A bandwidth is read as a time is: any JSON number, its sign left to remat::validate.
+    const field_reader t(source, chain_file_error::no_stage, "transfer.", *transfer);
+    out.chain.transfer.offload_bandwidth = t.optional_time("offload_bandwidth");
+    out.chain.transfer.prefetch_bandwidth = t.optional_time("prefetch_bandwidth");
+  }
 
   const json& stages = top.required("stages");
   if (!stages.is_array())
@@ -336,6 +346,11 @@ inline nlohmann::ordered_json to_json(const chain_file& f) {
   }
   j["input_size"] = f.chain.input_size;
   j["loss"] = {{"backward_time", f.chain.loss_time}, {"backward_overhead", f.chain.loss_overhead}};
+  // Only with a link to the host: a chain without one writes the same file as before.
+  const transfer_rates& t = f.chain.transfer;
+  if (t.offload_bandwidth > 0 || t.prefetch_bandwidth > 0)
+    j["transfer"] = {{"offload_bandwidth", t.offload_bandwidth},
+                     {"prefetch_bandwidth", t.prefetch_bandwidth}};
   nlohmann::ordered_json stages = nlohmann::ordered_json::array();
   for (std::size_t k = 0; k < f.chain.stages.size(); ++k) {
     const stage& s = f.chain.stages[k];

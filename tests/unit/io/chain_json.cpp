@@ -186,6 +186,71 @@ TEST_CASE("recording_overhead: optional, the forward overhead when absent, writt
             .starts_with("chain.json: stages[0].recording_overhead: must be"));
 }
 
+TEST_CASE("transfer: optional bandwidths, 0 when absent, written only when one is > 0") {
+  const std::string stages = R"("input_size": 1, "stages": [{"forward_time": 1,
+      "backward_time": 2, "output_size": 3, "tape_size": 4}])";
+  const auto with_transfer = [&](const std::string& transfer) {
+    return "{" + stages + R"(, "transfer": )" + transfer + "}";
+  };
+  const chain_file f =
+      read_text(with_transfer(R"({"offload_bandwidth": 25000000, "prefetch_bandwidth": 5.5e7})"));
+  CHECK(f.chain.transfer == remat::transfer_rates{25000000, 55000000});
+  CHECK(f.chain.transfer.available());
+  // Each bandwidth is optional: absent, that direction is unavailable.
+  const chain_file one = read_text(with_transfer(R"({"prefetch_bandwidth": 0.25})"));
+  CHECK(one.chain.transfer == remat::transfer_rates{0, 0.25});
+  CHECK_FALSE(one.chain.transfer.available());
+  CHECK(read_text(with_transfer("{}")).chain.transfer == remat::transfer_rates{});
+  CHECK(read_text("{" + stages + "}").chain.transfer == remat::transfer_rates{});
+
+  CHECK(error_of(with_transfer(R"({"offload_bandwidth": "25GB/s"})")) ==
+        "chain.json: transfer.offload_bandwidth: must be a number (got string)");
+  CHECK(error_of(with_transfer(R"({"prefetch_bandwidth": null})")) ==
+        "chain.json: transfer.prefetch_bandwidth: must be a number (got null)");
+  CHECK(error_of(with_transfer(R"({"offload_bandwidth": -1})")) ==
+        "chain.json: transfer.offload_bandwidth: must be >= 0 (-1.000000)");
+  CHECK(error_of(with_transfer(R"({"prefetch_bandwidth": -0.5})")) ==
+        "chain.json: transfer.prefetch_bandwidth: must be >= 0 (-0.500000)");
+  CHECK(error_of(with_transfer(R"({"offload_bandwidth": NaN})"))
+            .starts_with("chain.json: not valid JSON: "));
+  CHECK(error_of(with_transfer(R"({"offload_bandwidth": 1e999})")) ==
+        "chain.json: cannot read: number overflow parsing '1e999'");
+  CHECK(error_of(with_transfer("[25, 25]")) ==
+        "chain.json: transfer: must be an object (got array)");
+  // Finite, but moving the chain's memory at that rate would overflow the time: validate's rule.
+  CHECK(error_of(with_transfer(R"({"offload_bandwidth": 1e-320})"))
+            .starts_with("chain.json: transfer.offload_bandwidth: is too small"));
+  try {
+    read_text(with_transfer(R"({"offload_bandwidth": true})"));
+    FAIL("read without error");
+  } catch (const chain_file_error& e) {
+    CHECK(e.stage_index() == chain_file_error::no_stage);
+    CHECK(e.field() == "transfer.offload_bandwidth");
+  }
+
+  // Written after `loss`, both bandwidths; read back the same.
+  const std::string text = remat::io::to_json(f).dump();
+  CHECK(
+      text.find(R"("transfer":{"offload_bandwidth":25000000.0,"prefetch_bandwidth":55000000.0})") !=
+      std::string::npos);
+  CHECK(text.find("\"loss\"") < text.find("\"transfer\""));
+  CHECK(text.find("\"transfer\"") < text.find("\"stages\""));
+  CHECK(round_trip(f).chain == f.chain);
+  CHECK(round_trip(one).chain == one.chain);
+  CHECK(remat::io::to_json(one).dump().find(R"("transfer":{"offload_bandwidth":0.0,)") !=
+        std::string::npos);
+  // Without a bandwidth > 0 nothing is written: the file of a chain without transfer.
+  chain_file none = f;
+  none.chain.transfer = {};
+  CHECK(remat::io::to_json(none).dump().find("transfer") == std::string::npos);
+  chain_file plain = read_text("{" + stages + "}");
+  CHECK(remat::io::to_json(plain) == remat::io::to_json(none));
+  // The writer validates the bandwidths as the reader does.
+  chain_file negative = f;
+  negative.chain.transfer.prefetch_bandwidth = -1;
+  CHECK_THROWS_AS(remat::io::to_json(negative), remat::chain_error);
+}
+
 TEST_CASE("unknown keys are ignored, at every level") {
   const chain_file f = read_text(R"({"comment": ["anything", {"nested": 1}], "input_size": 1,
       "units": {"time": "s", "memory": "bytes", "energy": "J"},
@@ -301,6 +366,10 @@ TEST_CASE("writing then reading gives the same chain, names and units") {
   for (int n = 0; n < 200; ++n) {
     chain_file f;
     f.chain = remat::testing::random_chain(rng);
+    if (n % 3 == 0) {
+      std::uniform_real_distribution<double> rate(0, 1e9);
+      f.chain.transfer = {n % 2 == 0 ? rate(rng) : 0.0, rate(rng)};
+    }
     if (n % 2 == 0) {
       f.name = "chain " + std::to_string(n);
       f.time_unit = "ms";

@@ -61,6 +61,43 @@ void check_usage_error(const std::vector<std::string>& args, const std::string& 
   CHECK(r.err == "remat-solve: " + message + "\nTry 'remat-solve --help' for more information.\n");
 }
 
+// The ops of a --json result, compute ops and docs/offload.md's transfers.
+std::vector<remat::op> ops_of(const nlohmann::json& j, std::size_t length) {
+  std::vector<remat::op> ops;
+  for (const auto& o : j["ops"]) {
+    const std::string name = o["op"];
+    if (name == "loss") {
+      CHECK(!o.contains("stage"));
+      ops.push_back(remat::loss_op(static_cast<std::int32_t>(length)));
+      continue;
+    }
+    if (name == "offload" || name == "prefetch" || name == "wait") {
+      CHECK(o.size() == 3);
+      const auto k = o["index"].get<std::int32_t>();
+      const std::string tensor = o["tensor"];
+      CHECK((tensor == "a" || tensor == "t"));
+      const auto t = tensor == "t" ? remat::tensor_kind::tape : remat::tensor_kind::activation;
+      ops.push_back(name == "offload"    ? remat::offload(k, t)
+                    : name == "prefetch" ? remat::prefetch(k, t)
+                                         : remat::wait_for(k, t));
+      continue;
+    }
+    CHECK(o.size() == 2);
+    const auto k = o["stage"].get<std::int32_t>();
+    if (name == "F_none")
+      ops.push_back(remat::f_none(k));
+    else if (name == "F_ck")
+      ops.push_back(remat::f_ck(k));
+    else if (name == "F_all")
+      ops.push_back(remat::f_all(k));
+    else if (name == "B")
+      ops.push_back(remat::backward(k));
+    else
+      FAIL("unknown op " << name);
+  }
+  return ops;
+}
+
 // %.6g, as remat-solve prints times.
 std::string six_digits(double v) {
   char buf[32];
@@ -233,26 +270,7 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
                                            "min_feasible_budget", "ops"});
 
     const remat::io::chain_file f = remat::io::read_chain_file(tiny);
-    std::vector<remat::op> ops;
-    for (const auto& o : j["ops"]) {
-      const std::string name = o["op"];
-      if (name == "loss") {
-        CHECK(!o.contains("stage"));
-        ops.push_back(remat::loss_op(static_cast<std::int32_t>(f.chain.length())));
-        continue;
-      }
-      const auto k = o["stage"].get<std::int32_t>();
-      if (name == "F_none")
-        ops.push_back(remat::f_none(k));
-      else if (name == "F_ck")
-        ops.push_back(remat::f_ck(k));
-      else if (name == "F_all")
-        ops.push_back(remat::f_all(k));
-      else if (name == "B")
-        ops.push_back(remat::backward(k));
-      else
-        FAIL("unknown op " << name);
-    }
+    const std::vector<remat::op> ops = ops_of(j, f.chain.length());
     const remat::replay_result r = remat::simulate(f.chain, std::span<const remat::op>(ops));
     REQUIRE(r.valid());
     CHECK(j["makespan"].get<double>() == r.makespan);
@@ -503,6 +521,11 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     CHECK(r.out.find("exhaustive") == std::string::npos);
     for (const remat::solver s : remat::all_solvers) {
       if (s == remat::solver::exhaustive) continue;
+      // Without transfer on the chain, offload would repeat optimal's rows: left out.
+      if (s == remat::solver::offload) {
+        CHECK(r.out.find(" offload ") == std::string::npos);
+        continue;
+      }
       // (Appended, not " " + std::string(...): g++ 12 warns -Wrestrict on that, a false alarm.)
       std::string word = " ";
       word += remat::name(s);
@@ -592,6 +615,153 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     }
     const run_result g = run({tiny, "--info"});
     CHECK(g.out == slurp(data / "tools" / "tiny-mlp-info.txt"));
+  }
+
+  TEST_CASE("--bandwidth: the link to host memory, per second or in the chain's units") {
+    const remat::io::chain_file f = remat::io::read_chain_file(tiny);
+    const remat::chain& c = f.chain;
+    // tiny-mlp is in ms and bytes: 25GB/s is 25000000 bytes per ms, each way.
+    const nlohmann::ordered_json j =
+        nlohmann::ordered_json::parse(run({tiny, "--info", "--json", "--bandwidth", "25GB/s"}).out);
+    std::vector<std::string> keys;
+    for (const auto& item : j.items()) keys.push_back(item.key());
+    CHECK(keys == std::vector<std::string>{"name", "stages", "input_size", "store_all_makespan",
+                                           "store_all_memory", "slots", "min_feasible_budget",
+                                           "min_feasible_budget_exact", "largest_stage_memory",
+                                           "largest_stage", "transfer", "transfer_stages"});
+    CHECK(j["transfer"]["offload_bandwidth"] == 25e6);
+    CHECK(j["transfer"]["prefetch_bandwidth"] == 25e6);
+    // Each stage: a_k offloaded beside F(k), prefetched beside B(k+1); t_{k+1} offloaded beside
+    // F(k+1), prefetched beside B(k+1); the loss in place of stage L.
+    REQUIRE(j["transfer_stages"].size() == c.length());
+    double input_hidden = 0, input_total = 0;
+    for (std::size_t k = 0; k < c.length(); ++k) {
+      CAPTURE(k);
+      const auto& s = j["transfer_stages"][k];
+      const bool last = k + 1 == c.length();
+      const double x = static_cast<double>(k == 0 ? c.input_size : c.stages[k - 1].output_size);
+      const double xb = static_cast<double>(c.stages[k].tape_size);
+      const double fw = c.stages[k].forward_time;
+      const double next_fw = last ? c.loss_time : c.stages[k + 1].forward_time;
+      const double next_bw = last ? c.loss_time : c.stages[k + 1].backward_time;
+      CHECK(s["stage"] == k);
+      CHECK(s["input_size"] == x);
+      CHECK(s["tape_size"] == xb);
+      CHECK(s["input_offload_time"].get<double>() == x / 25e6);
+      CHECK(s["input_offload_hidden"].get<double>() == std::min(1.0, fw / (x / 25e6)));
+      CHECK(s["input_prefetch_hidden"].get<double>() == std::min(1.0, next_bw / (x / 25e6)));
+      CHECK(s["tape_offload_time"].get<double>() == xb / 25e6);
+      CHECK(s["tape_offload_hidden"].get<double>() == std::min(1.0, next_fw / (xb / 25e6)));
+      CHECK(s["tape_prefetch_hidden"].get<double>() == std::min(1.0, next_bw / (xb / 25e6)));
+      input_hidden += std::min(fw, x / 25e6);
+      input_total += x / 25e6;
+    }
+    CHECK(j["transfer"]["input_offload_hidden"].get<double>() ==
+          doctest::Approx(input_hidden / input_total));
+    const run_result text = run({tiny, "--info", "--bandwidth", "25GB/s"});
+    CHECK(text.status == 0);
+    CHECK(text.out.starts_with(run({tiny, "--info"}).out));
+    CHECK(text.out.find("\ntransfer       25000000 bytes/ms (25 GB/s) each way\n") !=
+          std::string::npos);
+    CHECK(text.out.find("\n0 fc1         4000000    100.0%    100.0%       16000000     39.1%"
+                        "     78.1%\n") != std::string::npos);
+
+    // Both directions apart, binary units, a bare number in the chain's units.
+    const auto rates = [&](const std::string& path, const std::string& bw) {
+      const nlohmann::json r = run_json({path, "--info", "--json", "--bandwidth", bw}, 0);
+      return std::pair(r["transfer"]["offload_bandwidth"].get<double>(),
+                       r["transfer"]["prefetch_bandwidth"].get<double>());
+    };
+    CHECK(rates(tiny, "47GB/s,55GB/s") == std::pair(47e6, 55e6));
+    CHECK(rates(tiny, "25GiB/s") == std::pair(25 * 0x1p30 / 1e3, 25 * 0x1p30 / 1e3));
+    CHECK(rates(tiny, "400MB/s,1TB/s") == std::pair(400e3, 1e9));
+    CHECK(rates(tiny, "1.5e7") == std::pair(1.5e7, 1.5e7));
+    CHECK(rates(resnet, "4,0") == std::pair(4.0, 0.0));  // in slots per ms
+
+    // A chain file's own transfer, in seconds; --bandwidth replaces it, 0 removes it.
+    const scratch_dir dir("bandwidth");
+    const auto chain_in = [&](const std::string& file, const std::string& units,
+                              const std::string& transfer) {
+      const std::string path = (dir.path() / file).string();
+      std::ofstream(path) << R"({"input_size": 4000000, )" << units
+                          << R"("stages": [{"forward_time": 0.001, "backward_time": 0.002,
+                                 "output_size": 8000000, "tape_size": 16000000}])"
+                          << transfer << "}";
+      return path;
+    };
+    const std::string in_s = chain_in("s.json", R"("units": {"time": "s", "memory": "bytes"}, )",
+                                      R"(, "transfer": {"offload_bandwidth": 2.5e10})");
+    const nlohmann::json own = run_json({in_s, "--info", "--json"}, 0);
+    CHECK(own["transfer"]["offload_bandwidth"] == 2.5e10);
+    CHECK(own["transfer"]["prefetch_bandwidth"] == 0.0);
+    CHECK(own["transfer_stages"][0]["input_offload_time"] == 4000000 / 2.5e10);
+    CHECK(own["transfer_stages"][0]["input_prefetch_time"].is_null());
+    CHECK(own["transfer_stages"][0]["input_prefetch_hidden"].is_null());
+    CHECK(own["transfer"]["input_prefetch_hidden"].is_null());
+    CHECK(rates(in_s, "47GB/s,55GB/s") == std::pair(47e9, 55e9));
+    const nlohmann::json removed = run_json({in_s, "--info", "--json", "--bandwidth", "0"}, 0);
+    CHECK(!removed.contains("transfer"));
+    CHECK(!removed.contains("transfer_stages"));
+    const std::string in_us =
+        chain_in("us.json", R"("units": {"time": "us"}, )", "");  // no memory unit: bytes
+    CHECK(rates(in_us, "25GB/s") == std::pair(25e3, 25e3));
+    const std::string no_time = chain_in("none.json", "", "");
+    CHECK(rates(no_time, "7") == std::pair(7.0, 7.0));
+
+    // A solve on a chain with a link: a schedule that replays on it within the budget, whatever
+    // ops it uses.
+    const nlohmann::json solved =
+        run_json({tiny, "--budget", "45MB", "--json", "--bandwidth", "47GB/s,55GB/s"}, 0);
+    remat::chain linked = c;
+    linked.transfer = {47e6, 55e6};
+    const std::vector<remat::op> ops = ops_of(solved, c.length());
+    const remat::replay_result replayed = remat::simulate(linked, std::span<const remat::op>(ops));
+    REQUIRE(replayed.valid());
+    CHECK(replayed.fits(45000000));
+    CHECK(solved["makespan"].get<double>() == replayed.makespan);
+    CHECK(solved["peak_memory"].get<long long>() == replayed.peak_memory);
+    const run_result report = run({tiny, "--budget", "45MB", "--bandwidth", "47GB/s,55GB/s"});
+    CHECK(report.status == 0);
+    CHECK(report.out.find("\ntransfer   offload 47000000 bytes/ms (47 GB/s), prefetch 55000000 "
+                          "bytes/ms (55 GB/s)\n") != std::string::npos);
+    CHECK(run({tiny, "--sweep", "--points", "2", "--solver", "optimal,store-all", "--bandwidth",
+               "25GB/s"})
+              .status == 0);
+
+    // Bad values and misplaced uses: exit 2, naming the option.
+    check_usage_error({tiny, "--info", "--bandwidth", "fast"},
+                      "--bandwidth 'fast': must be a non-negative number with an optional unit "
+                      "per second, or two as OUT,IN (e.g. 25GB/s, 47GB/s,55GB/s, 1.5e7, 0 for "
+                      "none)");
+    check_usage_error({tiny, "--info", "--bandwidth", "-25GB/s"},
+                      "--bandwidth '-25GB/s': must be a non-negative number with an optional unit "
+                      "per second, or two as OUT,IN (e.g. 25GB/s, 47GB/s,55GB/s, 1.5e7, 0 for "
+                      "none)");
+    check_usage_error({tiny, "--info", "--bandwidth", "25Gb/s"},
+                      "--bandwidth '25Gb/s': unknown unit 'Gb/s' (use B/s, KB/s, MB/s, GB/s, "
+                      "TB/s, KiB/s, MiB/s, GiB/s or TiB/s; a number without a unit is in the "
+                      "chain's units)");
+    check_usage_error({tiny, "--info", "--bandwidth", "1,2,3"},
+                      "--bandwidth '1,2,3': give one rate, or two as OUT,IN");
+    check_usage_error({tiny, "--info", "--bandwidth", "1e999GB/s"},
+                      "--bandwidth '1e999GB/s': too large");
+    check_usage_error({tiny, "--info", "--bandwidth"}, "--bandwidth needs a value");
+    check_usage_error({tiny, "--frontier", "--bandwidth", "25GB/s"},
+                      "--bandwidth does not apply to --frontier");
+    const std::string not_bytes =
+        "are not seconds and bytes: a unit per second needs units.time s, ms or us and "
+        "units.memory bytes, B or none; give a number without a unit, in the chain's memory "
+        "units per time unit";
+    check_usage_error(
+        {resnet, "--budget", "800", "--bandwidth", "25GB/s"},
+        "--bandwidth '25GB/s': the chain's units (time 'ms', memory 'slots') " + not_bytes);
+    check_usage_error(
+        {no_time, "--info", "--bandwidth", "1,25GB/s"},
+        "--bandwidth '1,25GB/s': the chain's units (time absent, memory absent) " + not_bytes);
+    check_usage_error(
+        {tiny, "--info", "--bandwidth", "1e-320"},
+        "--bandwidth '1e-320': transfer.offload_bandwidth: is too small: moving the chain's "
+        "memory at this rate overflows the time (0.000000)");
   }
 
   TEST_CASE("a solver that refuses the request: exit 2 with its reason") {

@@ -106,6 +106,7 @@ TEST_CASE("remat-zoo writes the zoo's chain with its FLOPs" * doctest::skip(no_t
     CHECK(r.status == 0);
     CHECK(r.err.empty());
     check_matches(r.out, remat::zoo::build("resnet50"));
+    CHECK(r.out.find("transfer") == std::string::npos);
   }
   SUBCASE("every option") {
     const run_result r = run({"vgg16", "--batch", "3", "--image", "64", "--dtype", "fp16",
@@ -140,6 +141,40 @@ TEST_CASE("remat-zoo writes the zoo's chain with its FLOPs" * doctest::skip(no_t
     check_matches(r.out, remat::zoo::build("gpt2-small", o));
     CHECK(run({"gpt2-small", "--layers", "0"}).status == 2);
     CHECK(run({"resnet50", "--layers", "3"}).status == 2);
+  }
+  SUBCASE("a link to host memory: --pcie 4|5 or --transfer, in bytes per ms") {
+    const auto with_transfer = [](double out, double in) {
+      remat::zoo::network n = remat::zoo::build("resnet50");
+      n.chain.transfer = {out, in};
+      return n;
+    };
+    const run_result p5 = run({"resnet50", "--pcie", "5"});
+    CHECK(p5.status == 0);
+    CHECK(p5.err.empty());
+    check_matches(p5.out, with_transfer(47e6, 55e6));
+    const nlohmann::ordered_json doc = nlohmann::ordered_json::parse(p5.out);
+    CHECK(doc.at("zoo").at("pcie") == 5);
+    std::vector<std::string> keys;
+    for (const auto& item : doc.items()) keys.push_back(item.key());
+    const auto at = [&](const char* key) {
+      return std::find(keys.begin(), keys.end(), key) - keys.begin();
+    };
+    CHECK(at("transfer") == at("loss") + 1);
+
+    const run_result p4 = run({"resnet50", "--pcie", "4"});
+    check_matches(p4.out, with_transfer(25e6, 25e6));
+    CHECK(nlohmann::json::parse(p4.out).at("zoo").at("pcie") == 4);
+
+    // --transfer: the same syntax as remat-solve's --bandwidth; the file's units are ms, bytes.
+    const run_result t = run({"resnet50", "--transfer", "47GB/s,55GB/s"});
+    CHECK(t.status == 0);
+    check_matches(t.out, with_transfer(47e6, 55e6));
+    CHECK_FALSE(nlohmann::json::parse(t.out).at("zoo").contains("pcie"));
+    check_matches(run({"resnet50", "--transfer", "25GiB/s"}).out,
+                  with_transfer(25 * 0x1p30 / 1e3, 25 * 0x1p30 / 1e3));
+    check_matches(run({"resnet50", "--transfer", "2.5e7,0"}).out, with_transfer(2.5e7, 0));
+    // No link: the file without the flag, byte for byte.
+    CHECK(run({"resnet50", "--transfer", "0"}).out == run({"resnet50"}).out);
   }
   SUBCASE("--help lists the models") {
     const run_result r = run({"--help"});
@@ -208,6 +243,19 @@ TEST_CASE("remat-zoo: bad arguments exit 2 with a message, nothing on stdout" *
                     "--peak-flops: expected a number, got \"fast\"");
   check_usage_error({"resnet50", "--bandwidth", "-1"}, "bandwidth must be a finite number > 0");
   check_usage_error({"resnet50", "--frobnicate", "1"}, "unknown option --frobnicate");
+  check_usage_error({"resnet50", "--pcie", "3"}, "--pcie: expected 4 or 5, got \"3\"");
+  check_usage_error({"resnet50", "--pcie"}, "--pcie: needs a value");
+  check_usage_error({"resnet50", "--pcie", "4", "--transfer", "25GB/s"},
+                    "--pcie and --transfer exclude each other");
+  check_usage_error({"resnet50", "--transfer", "1", "--transfer", "2"}, "--transfer: given twice");
+  check_usage_error({"resnet50", "--transfer", "25GB"},
+                    "--transfer '25GB': unknown unit 'GB' (use B/s, KB/s, MB/s, GB/s, TB/s, KiB/s, "
+                    "MiB/s, GiB/s or TiB/s; a number without a unit is in the chain's units)");
+  check_usage_error({"resnet50", "--transfer", "-1"},
+                    "--transfer '-1': must be a non-negative number with an optional unit per "
+                    "second, or two as OUT,IN (e.g. 25GB/s, 47GB/s,55GB/s, 1.5e7, 0 for none)");
+  check_usage_error({"resnet50", "--transfer", "1,2,3"},
+                    "--transfer '1,2,3': give one rate, or two as OUT,IN");
   const run_result r = run({"resnet50", "-o", (scratch_dir() / "no" / "such" / "dir").string()});
   CHECK(r.status == 2);
   CHECK(r.err.starts_with("remat-zoo: cannot write "));
