@@ -3,7 +3,8 @@
 # benchmarks/results/<name>.txt under a header naming the commit, the machine and the day:
 #
 #   bash benchmarks/run.sh solver_scaling [--benchmark_filter=...]
-#   bash benchmarks/run.sh engines | executor | memory_plan | coarsen_quality | torch_step
+#   bash benchmarks/run.sh engines | executor | memory_plan | coarsen_quality | offload_quality |
+#                           torch_step
 #
 # bench_quality writes a folder of its own: python3 benchmarks/readme_tables.py quality.
 set -euo pipefail

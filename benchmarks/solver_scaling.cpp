@@ -110,6 +110,29 @@ void default_solve(benchmark::State& state, const std::string& name, std::int64_
   state.counters["makespan_loss"] = r.makespan_loss;
 }
 
+// The offload solve (PCIe 5.0 x16: 47 and 55 GB/s, as bytes per ms, the zoo's units) beside the
+// recompute-only default solve at the same budget: its time, and the makespans' ratio.
+void offload_solve(benchmark::State& state, const std::string& name, std::int64_t percent) {
+  remat::chain c = chain_named(name);
+  c.transfer = {47e6, 55e6};
+  const size_type budget = budget_at(c, percent);
+  const remat::solve_options recompute{.max_estimated_seconds = no_limit};
+  const remat::solve_options o{.solver = remat::solver::offload, .max_estimated_seconds = no_limit};
+  double recompute_seconds = no_limit;
+  for (int k = 0; k < 3; ++k)
+    recompute_seconds = std::min(recompute_seconds, seconds_of(c, budget, recompute));
+  const remat::solve_result base = remat::solve(c, budget, recompute);
+  remat::solve_result r = remat::solve(c, budget, o);  // warm-up
+  for (auto _ : state) {
+    r = remat::solve(c, budget, o);
+    benchmark::DoNotOptimize(r.plan.makespan);
+  }
+  state.counters["recompute_ms"] = 1e3 * recompute_seconds;
+  state.counters["makespan_ratio"] =
+      r.feasible && base.feasible ? r.plan.makespan / base.plan.makespan : 0;
+  state.counters["feasible"] = r.feasible ? 1 : 0;
+}
+
 void exact_solve(benchmark::State& state, const std::string& name, std::int64_t percent) {
   const remat::chain c = chain_named(name);
   const size_type budget = budget_at(c, percent);
@@ -179,11 +202,18 @@ void add(const std::string& name, Args&&... args) {
     if (name == "synthetic-500" || name == "synthetic-1000") continue;  // past this machine
     add("exact/" + name + "/30", exact_solve, name, std::int64_t{30});
   }
+  for (const std::string& name : chains) {
+    if (name == "synthetic-500" || name == "synthetic-1000" || name == "resnet1001") continue;
+    for (const std::int64_t percent : {30, 50})
+      add("offload/" + name + "/" + std::to_string(percent), offload_solve, name, percent);
+  }
   for (const std::string& name : chains)
     if (name.rfind("synthetic-", 0) != 0 && name != "resnet1001") add("curve/" + name, curve, name);
 
   for (const remat::solver s : remat::all_solvers) {
-    if (s == remat::solver::exhaustive) continue;
+    // (offload/ above measures the solvers that use a link.)
+    if (s == remat::solver::exhaustive || s == remat::solver::offload || remat::needs_link(s))
+      continue;
     const std::string name = "solve/" + std::string(remat::name(s));
     auto* b = benchmark::RegisterBenchmark(name.c_str(), solve_synthetic, s);
     // The DP solvers are O(L^3 M): up to 500 stages; the others up to 1000.

@@ -42,7 +42,7 @@ inline std::vector<remat::solver> sweep_solvers(const solve_request& req, const 
       transfers ? exhaustive_max_transfer_stages : exhaustive_max_stages;
   for (const remat::solver s : all_solvers) {
     // Without a link to host memory, offload is optimal: the same row twice.
-    if (s == remat::solver::offload && !c.transfer.available()) continue;
+    if ((s == remat::solver::offload || needs_link(s)) && !c.transfer.available()) continue;
     if (s == remat::solver::exhaustive && c.length() > exhaustive_limit) {
       note = "remat-solve: --sweep leaves out exhaustive: the chain has " +
              std::to_string(c.length()) + " stages, more than its limit of " +

@@ -22,6 +22,7 @@
 #include <remat/solvers/exhaustive.hpp>
 #include <remat/solvers/min_memory.hpp>
 #include <remat/solvers/offload.hpp>
+#include <remat/solvers/offload_baselines.hpp>
 #include <remat/solvers/optimal.hpp>
 #include <remat/solvers/revolve.hpp>
 #include <remat/solvers/sequential.hpp>
@@ -57,6 +58,15 @@ constexpr solve_result solve_as_given(const C& chain, size_type budget,
       if (std::is_constant_evaluated())
         throw_solver_error("offload: not available in constant expressions");
       return solve_offload(chain, budget, options);
+    case solver::save_on_cpu:
+    case solver::vdnn:
+    case solver::sequential_offload:
+      if (std::is_constant_evaluated())
+        throw_solver_error(std::string(name(options.solver)) +
+                           ": not available in constant expressions");
+      if (options.solver == solver::save_on_cpu) return solve_save_on_cpu(chain, budget, options);
+      if (options.solver == solver::vdnn) return solve_vdnn(chain, budget, options);
+      return solve_sequential_offload(chain, budget, options);
     case solver::optimal: break;
   }
   return solve_optimal(chain, budget, options);

@@ -24,17 +24,27 @@ enum class solver : std::uint8_t {
   checkpoint_only,  ///< the DP without the tape branch (classical AD checkpointing)
   min_memory,       ///< the persistent schedule of least peak memory
   offload,          ///< offloading and recomputation (docs/offload.md); `optimal` without transfer
+  save_on_cpu,      ///< store-all, every tape offloaded after its forward (needs a link)
+  vdnn,             ///< vDNN: every stage input offloaded, prefetched a stage ahead (needs a link)
+  sequential_offload,  ///< sequential with its segment inputs offloaded (needs a link)
 };
+
+/// True for the solvers that need the chain's link to host memory (`chain::transfer`).
+constexpr bool needs_link(solver s) noexcept {
+  return s == solver::save_on_cpu || s == solver::vdnn || s == solver::sequential_offload;
+}
 
 /// Every solver, in the order tools list them.
 inline constexpr solver all_solvers[] = {
     solver::optimal,    solver::store_all,       solver::exhaustive,
     solver::sequential, solver::chen_sqrt,       solver::chen_greedy,
     solver::revolve,    solver::checkpoint_only, solver::min_memory,
-    solver::offload};
+    solver::offload,    solver::save_on_cpu,     solver::vdnn,
+    solver::sequential_offload};
 
 /// The solver's name on the command line: `optimal`, `store-all`, `exhaustive`, `sequential`,
-/// `chen-sqrt`, `chen-greedy`, `revolve`, `checkpoint-only`, `min-memory`, `offload`.
+/// `chen-sqrt`, `chen-greedy`, `revolve`, `checkpoint-only`, `min-memory`, `offload`,
+/// `save-on-cpu`, `vdnn`, `sequential-offload`.
 constexpr std::string_view name(solver s) noexcept {
   switch (s) {
     case solver::optimal: return "optimal";
@@ -47,6 +57,9 @@ constexpr std::string_view name(solver s) noexcept {
     case solver::checkpoint_only: return "checkpoint-only";
     case solver::min_memory: return "min-memory";
     case solver::offload: return "offload";
+    case solver::save_on_cpu: return "save-on-cpu";
+    case solver::vdnn: return "vdnn";
+    case solver::sequential_offload: return "sequential-offload";
   }
   return "?";
 }

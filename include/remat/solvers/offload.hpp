@@ -4,10 +4,10 @@
 //
 // It runs the persistent DP (on `slots` memory units: 500 by default, or the sizes as given with
 // `exact_units`), then the spine DP of detail/dp/offload_spine.hpp over its table, and returns
-// the faster of that schedule and `solve_optimal`'s at the same budget: never slower than the
-// recompute-only solve, and bit for bit that solve wherever offloading does not help (always on a
-// chain without `transfer`). Makespan and peak are those of replaying the schedule by
-// docs/offload.md's rules.
+// the fastest of that schedule, `solve_optimal`'s and the offloading baselines' at the same
+// budget (solvers/offload_baselines.hpp): never slower than any of them, and bit for bit the
+// recompute-only solve wherever offloading does not help (always on a chain without `transfer`).
+// Makespan and peak are those of replaying the schedule by docs/offload.md's rules.
 #pragma once
 
 #include <remat/chain.hpp>
@@ -18,6 +18,7 @@
 #include <remat/detail/verify/finish.hpp>
 #include <remat/simulate.hpp>
 #include <remat/solver_options.hpp>
+#include <remat/solvers/offload_baselines.hpp>
 #include <remat/solvers/optimal.hpp>
 
 #include <algorithm>
@@ -81,6 +82,19 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
     const size_type spine_least = exact.x[0] + root_need;
     least = least == solve_result::no_budget ? spine_least : std::min(least, spine_least);
   }
+  // The baselines' schedules are outside the DP's class where their copies run across ops the
+  // class waits at: the fastest of all is returned, and the least of all least budgets.
+  std::vector<solve_result> baselines;
+  baselines.push_back(solve_save_on_cpu(c, budget));
+  baselines.push_back(solve_vdnn(c, budget));
+  baselines.push_back(solve_sequential_offload(c, budget));
+  for (const solve_result& r : baselines)
+    if (r.min_feasible_budget != solve_result::no_budget)
+      least = least == solve_result::no_budget ? r.min_feasible_budget
+                                               : std::min(least, r.min_feasible_budget);
+  recompute.memory_loss = 0;  // bounds against the persistent optimum, not this solver's
+  recompute.makespan_loss = 0;
+  recompute.exact = false;
   // No schedule computes less than every forward and backward once: where the recompute-only
   // schedule does just that, offloading cannot beat it.
   double lower = c.loss_time;
@@ -99,19 +113,23 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
     ops = detail::offload_ops(c, budget, unit, options);
     if (!ops.empty() || options.slots != auto_slots || unit == 1 || slots >= 8000) break;
   }
-  if (ops.empty()) {
-    recompute.min_feasible_budget = least;
-    return recompute;
+  solve_result out = recompute;
+  if (!ops.empty()) {
+    const replay_result r = detail::replay(c, ops);
+    if (!recompute.feasible || r.makespan < recompute.plan.makespan) {
+      out = detail::finish(c, solver::offload, budget, std::move(ops), r.makespan);
+      out.unit = unit;
+    }
+    // The DP on the sizes as given: the schedule is the fastest of its class.
+    out.exact = unit == 1;
   }
-  const replay_result r = detail::replay(c, ops);
-  if (recompute.feasible && !(r.makespan < recompute.plan.makespan)) {
-    recompute.min_feasible_budget = least;
-    return recompute;
+  for (solve_result& r : baselines) {
+    if (r.feasible && (!out.feasible || r.plan.makespan < out.plan.makespan)) {
+      out = detail::finish(c, solver::offload, budget, std::move(r.plan.ops), r.plan.makespan);
+      out.exact = false;
+    }
   }
-  solve_result out = detail::finish(c, solver::offload, budget, std::move(ops), r.makespan);
   out.min_feasible_budget = least;
-  out.unit = unit;
-  out.exact = unit == 1;
   return out;
 }
 

@@ -117,7 +117,7 @@ TEST_CASE("tiny chains: never faster than the exhaustive search over all op sequ
       REQUIRE(r.feasible);
       std::vector<remat::op> best;
       try {
-        best = remat::detail::timed_search(c, budget, 20'000).run().first;
+        best = remat::detail::timed_search(c, budget, 50'000).run().first;
       } catch (const remat::solver_error&) {
         ++gave_up;
         continue;
@@ -179,6 +179,44 @@ TEST_CASE("with slots the schedule fits the budget in bytes") {
       if (opt.feasible) CHECK(r.plan.makespan <= opt.plan.makespan);
     }
   }
+}
+
+TEST_CASE("the offloading baselines replay valid within their budgets, and need a link") {
+  std::mt19937_64 rng(53);
+  const solver baselines[] = {solver::save_on_cpu, solver::vdnn, solver::sequential_offload};
+  int fits = 0;
+  for (int n = 0; n < 300; ++n) {
+    remat::chain c = remat::testing::random_chain(rng, {.max_stages = 10});
+    c.transfer = {random_bandwidth(rng), random_bandwidth(rng)};
+    const size_type top =
+        remat::solve(c, std::numeric_limits<size_type>::max() / 4, {.solver = solver::store_all})
+            .plan.peak_memory;
+    for (const solver s : baselines) {
+      CAPTURE(remat::name(s));
+      const auto least = remat::solve(c, 0, {.solver = s}).min_feasible_budget;
+      REQUIRE(least != remat::solve_result::no_budget);
+      for (const size_type budget : {least, std::max(least, top)}) {
+        const auto r = remat::solve(c, budget, {.solver = s});
+        REQUIRE(r.feasible);
+        const auto replayed = remat::simulate(c, r.plan);
+        REQUIRE(replayed.valid());
+        CHECK(replayed.peak_memory <= budget);
+        CHECK(replayed.makespan == r.plan.makespan);
+        ++fits;
+      }
+      CHECK_FALSE(remat::solve(c, least - 1, {.solver = s}).feasible);
+    }
+  }
+  CHECK(fits == 300 * 3 * 2);
+  // save-on-cpu on chain A: the tape t_1 goes out during F_all(1) and comes back during B(1).
+  const auto r = remat::solve(chain_a(), 100, {.solver = solver::save_on_cpu});
+  CHECK(remat::to_string(r.plan) == "F_all(0) F_all(1) O(1,t) loss P(1,t) B(1) B(0)");
+  remat::chain none = chain_a();
+  none.transfer = {};
+  for (const solver s : baselines)
+    CHECK_THROWS_WITH_AS(remat::solve(none, 100, {.solver = s}),
+                         doctest::Contains("the chain has no link to host memory"),
+                         remat::solver_error);
 }
 
 TEST_CASE("bad bandwidths are errors naming the field; coarsening is refused") {

@@ -6,8 +6,9 @@
 // have host copies and exist as gradients; when each held tensor is ready, each host copy exists
 // and each stream is free; the ends of the compute ops that read each held copy (an offload frees
 // no earlier); the memory allocated at T and the frees still to come. Two sequences reaching the
-// same state have the same futures, so Dijkstra on T over the states is exact; a sequence that
-// has produced g_0 ends at T plus the latest stream's end. A W that would start at T changes
+// same state have the same futures, so a shortest-path search on T over the states is exact (A*,
+// with the compute stream's remaining work as its heuristic); a sequence that has produced g_0
+// ends at T plus the latest stream's end. A W that would start at T changes
 // nothing and is not tried.
 #pragma once
 
@@ -58,27 +59,29 @@ class timed_search {
       bool closed;
     };
     std::unordered_map<std::string, node> nodes;
-    // Queue entries: (cost, final?, key); a final entry's cost is the sequence's makespan.
-    using entry = std::tuple<double, bool, std::string>;
+    // Queue entries: (T + the heuristic, final?, key, T); a final entry's first is the
+    // sequence's makespan.
+    using entry = std::tuple<double, bool, std::string, double>;
     std::priority_queue<entry, std::vector<entry>, std::greater<>> queue;
     std::unordered_map<std::string, state> states;
     const std::string k0 = key(start);
     nodes[k0] = {0, "", {}, false};
     states[k0] = start;
-    queue.push({0, false, k0});
+    queue.push({remaining(start), false, k0, 0.0});
     std::size_t closed = 0;
     while (!queue.empty()) {
       // (Copies, not a structured binding: clang 14 cannot capture bindings in the lambda.)
-      const double cost = std::get<0>(queue.top());
+      const double priority = std::get<0>(queue.top());
       const bool final = std::get<1>(queue.top());
       const std::string k = std::get<2>(queue.top());
+      const double cost = std::get<3>(queue.top());
       queue.pop();
       node& nd = nodes[k];
       if (final) {
         std::vector<op> ops;
         for (std::string at = k; at != k0; at = nodes[at].prev) ops.push_back(nodes[at].via);
         std::reverse(ops.begin(), ops.end());
-        return {ops, cost};
+        return {ops, priority};
       }
       if (nd.closed || cost > nd.cost) continue;
       nd.closed = true;
@@ -88,7 +91,7 @@ class timed_search {
                            " states; it is for chains of a few stages with few distinct times");
       const state s = states[k];
       if (s.g[0]) {
-        queue.push({cost + std::max({s.compute_end, s.d2h_end, s.h2d_end}), true, k});
+        queue.push({cost + std::max({s.compute_end, s.d2h_end, s.h2d_end}), true, k, cost});
         continue;
       }
       for_each_op(s, [&](op o, double advance, state next) {
@@ -100,7 +103,7 @@ class timed_search {
           it->second = {c, k, o, false};
         }
         states[nk] = std::move(next);
-        queue.push({c, false, nk});
+        queue.push({c + remaining(states[nk]), false, nk, c});
       });
     }
     return {{}, 0};
@@ -114,6 +117,23 @@ class timed_search {
     size_type memory = 0;
     std::vector<std::pair<double, size_type>> frees;  // (offset > 0, bytes), sorted
   };
+
+  // A lower bound of the time from T to the end (A*'s heuristic): the compute stream is busy
+  // until compute_end, then runs every backward (and the loss) not yet run. It never
+  // overestimates, and it falls by at most the time T advances along an op, so A* on
+  // T + remaining is exact.
+  double remaining(const state& s) const {
+    // The backward runs from L down: with g_j the lowest gradient held, the loss and B(j .. L-1)
+    // have run, B(0 .. j-1) have not.
+    std::int32_t lowest = L_ + 1;
+    for (std::int32_t j = L_; j >= 0; --j)
+      if (s.g[static_cast<std::size_t>(j)]) lowest = j;
+    double r = s.compute_end;
+    if (lowest == L_ + 1) r += c_.loss_time;
+    for (std::int32_t k = 0; k < std::min(lowest, L_); ++k)
+      r += c_.stages[static_cast<std::size_t>(k)].backward_time;
+    return r;
+  }
 
   static std::string key(const state& s) {
     std::string k;
