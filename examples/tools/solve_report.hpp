@@ -448,6 +448,8 @@ struct info_report {
   /// Per stage, where the chain has a link to host memory: how much of its transfers compute
   /// can hide. Empty without one.
   std::vector<stage_transfer> transfers;
+  /// Where the chain has both directions of a link: the least budget of `offload` (with `slots`).
+  size_type min_budget_offload = solve_result::no_budget;
 };
 
 /// The transfer figures of every stage of `c` (see `stage_transfer`).
@@ -513,6 +515,9 @@ inline info_report compute_info(const io::chain_file& file, const solve_request&
     }
   }
   if (detail::has_transfer(c)) rep.transfers = stage_transfers(c);
+  if (c.transfer.available())
+    rep.min_budget_offload =
+        solve_offload(c, 0, {.slots = req.slots}).min_feasible_budget;
   return rep;
 }
 
@@ -587,6 +592,7 @@ inline std::string format_info_json(const info_report& rep) {
         or_null(hidden_share(rep.transfers, &stage_transfer::tape_offload));
     transfer["tape_prefetch_hidden"] =
         or_null(hidden_share(rep.transfers, &stage_transfer::tape_prefetch));
+    transfer["min_feasible_budget_offload"] = detail::budget_or_null(rep.min_budget_offload);
     j["transfer"] = std::move(transfer);
     nlohmann::ordered_json stages = nlohmann::ordered_json::array();
     for (std::size_t k = 0; k < rep.transfers.size(); ++k) {
@@ -633,6 +639,11 @@ inline std::string format_transfer_info(const info_report& rep) {
   line("", "(the share of each transfer that compute hides: stage k's input a_k offloaded");
   line("", "during F(k), prefetched during B(k+1); its tape t_{k+1} offloaded during F(k+1),");
   line("", "prefetched during B(k+1); the loss in place of stage k+1 for the last stage)");
+  if (rep.min_budget_offload != solve_result::no_budget)
+    line("min budget", detail::format_memory(rep.min_budget_offload, f.memory_unit) + ", " +
+                           detail::percent(static_cast<double>(rep.min_budget_offload),
+                                           static_cast<double>(rep.store_all.peak_memory)) +
+                           " of store-all, with offloading (offload)");
 
   std::vector<std::string> labels;
   std::size_t width = std::string_view("stage").size();

@@ -436,7 +436,8 @@ TEST_CASE("--info with a transfer rate: each stage's transfers against the compu
                              R"({"offload_bandwidth": 0.25, "prefetch_bandwidth": 0.0,
                                  "input_offload_hidden": 0.3333333333333333,
                                  "input_prefetch_hidden": null, "tape_offload_hidden": 0.625,
-                                 "tape_prefetch_hidden": null})"));
+                                 "tape_prefetch_hidden": null,
+                                 "min_feasible_budget_offload": null})"));
   CHECK(j["transfer_stages"][0] == nlohmann::ordered_json::parse(
                                        R"({"stage": 0, "input_size": 5, "input_offload_time": 20.0,
                                            "input_offload_hidden": 0.2, "input_prefetch_time": null,
