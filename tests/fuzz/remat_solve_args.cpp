@@ -1,7 +1,7 @@
 // Fuzz target: remat-solve's command line (examples/tools/solve_command.hpp). The bytes are the
 // arguments, separated by NUL. Every command line either parses or throws `usage_error`; one that
-// asks to solve is run, in-process, on a small fixed chain instead of a file, and both output
-// forms are built.
+// asks to solve is run, in-process, on a small fixed chain instead of a file (with the link
+// `--bandwidth` gives), and both output forms are built.
 #include "solve_command.hpp"
 
 #include "fuzz_input.hpp"
@@ -17,6 +17,7 @@ namespace {
 remat::io::chain_file fixed_chain() {
   remat::io::chain_file f;
   f.name = "fuzz";
+  f.time_unit = "ms";
   f.memory_unit = "bytes";
   f.chain.input_size = 1000;
   f.chain.loss_time = 0.5;
@@ -45,7 +46,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   if (req.what != remat::tools::command::solve) return 0;
-  static const remat::io::chain_file file = fixed_chain();
+  static const remat::io::chain_file fixed = fixed_chain();
+  remat::io::chain_file file = fixed;
+  if (req.bandwidth) {
+    try {
+      remat::tools::set_transfer(file.chain, *req.bandwidth, file.time_unit, file.memory_unit);
+    } catch (const remat::tools::bandwidth_error&) {
+      return 0;
+    }
+  }
   remat::tools::solve_report rep;
   try {
     rep = remat::tools::compute_report(file, req);
