@@ -68,12 +68,15 @@ std::vector<chain_spec> chains() {
       {"gpt2-xl", gpt(4, 1024)},     {"gpt2-xl", gpt(2, 2048)}};
 }
 
-// The solvers compared: all but exhaustive (a handful of stages only) and store-all (the
-// reference itself, feasible only at 100%).
+// The solvers compared: all but exhaustive (a handful of stages only), store-all (the reference
+// itself, feasible only at 100%) and the offloading solvers (the zoo's chains have no link here:
+// bench_offload_quality compares those).
 std::vector<remat::solver> compared() {
   std::vector<remat::solver> out;
   for (const remat::solver s : remat::all_solvers)
-    if (s != remat::solver::exhaustive && s != remat::solver::store_all) out.push_back(s);
+    if (s != remat::solver::exhaustive && s != remat::solver::store_all &&
+        s != remat::solver::offload && !remat::needs_link(s))
+      out.push_back(s);
   return out;
 }
 

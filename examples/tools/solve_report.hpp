@@ -517,7 +517,7 @@ inline info_report compute_info(const io::chain_file& file, const solve_request&
   if (detail::has_transfer(c)) rep.transfers = stage_transfers(c);
   if (c.transfer.available())
     rep.min_budget_offload =
-        solve_offload(c, 0, {.slots = req.slots}).min_feasible_budget;
+        solve_offload(c, 0, {.slots = exact_units}).min_feasible_budget;
   return rep;
 }
 
@@ -643,7 +643,7 @@ inline std::string format_transfer_info(const info_report& rep) {
     line("min budget", detail::format_memory(rep.min_budget_offload, f.memory_unit) + ", " +
                            detail::percent(static_cast<double>(rep.min_budget_offload),
                                            static_cast<double>(rep.store_all.peak_memory)) +
-                           " of store-all, with offloading (offload)");
+                           " of store-all, with offloading (offload, exact sizes)");
 
   std::vector<std::string> labels;
   std::size_t width = std::string_view("stage").size();

@@ -141,6 +141,7 @@ void gradients_match_store_all(const std::vector<int>& widths, cudaStream_t stre
   int schedules = 0, recomputing = 0;
   for (const remat::solver s : remat::all_solvers) {
     if (s == remat::solver::exhaustive && c.length() > remat::exhaustive_max_stages) continue;
+    if (remat::needs_link(s)) continue;  // executors run schedules without transfers
     for (const double f : {0.0, 0.3, 0.6, 1.0}) {
       const auto budget = least + static_cast<size_type>(f * static_cast<double>(top - least)) +
                           static_cast<size_type>(c.length()) * remat::cuda::arena_alignment * 2;

@@ -23,7 +23,8 @@ using remat::size_type;
 // some B (docs/model.md's discretization), so a budget above min_feasible_budget can be infeasible.
 bool monotone(const remat::solve_options& o) {
   return o.slots == remat::exact_units ||
-         (o.solver != remat::solver::optimal && o.solver != remat::solver::checkpoint_only);
+         (o.solver != remat::solver::optimal && o.solver != remat::solver::checkpoint_only &&
+          o.solver != remat::solver::offload);
 }
 
 void check_result(const remat::chain& c, size_type budget, const remat::solve_result& r,
@@ -69,7 +70,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   remat::fuzz::byte_reader in(data, size);
   const std::optional<remat::chain> valid = in.valid_chain(6);
   if (!valid) return 0;
-  const remat::chain& c = *valid;
+  remat::chain c = *valid;
+  // Half the inputs get a link to host memory, for the offloading solvers.
+  if (in.pick(2) == 1)
+    c.transfer = {static_cast<double>(1 + in.pick(64)) / 8, static_cast<double>(1 + in.pick(64)) / 8};
   const auto L = static_cast<std::int32_t>(c.length());
   const std::vector<remat::op> all = remat::store_all_ops(L);
   const size_type store_all_peak = remat::simulate(c, std::span<const remat::op>(all)).peak_memory;
@@ -82,6 +86,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // allows; the fuzzer's memory is 4 GiB.
   options.max_table_bytes = std::size_t{1} << 30;
   if (options.solver == remat::solver::exhaustive && L > 4) return 0;  // exponential
+  // With a link the search also tracks times: two stages at most within the fuzzer's time.
+  if (options.solver == remat::solver::exhaustive && c.transfer.available() && L > 2) return 0;
   const size_type budget = pick_budget(in, store_all_peak);
 
   remat::solve_result r;

@@ -98,6 +98,7 @@ inline remat::torch::profiled_chain check_every_schedule(const model& m) {
   ex.use_profile(p);
   for (remat::solver s : remat::all_solvers) {
     if (s == remat::solver::exhaustive && ch.length() > 7) continue;
+    if (remat::needs_link(s)) continue;  // a profiled chain has no link to host memory
     const remat::size_type least = remat::solve(ch, 0, {.solver = s}).min_feasible_budget;
     if (least == remat::solve_result::no_budget) continue;
     ex.solve_with({.solver = s});

@@ -60,7 +60,9 @@ inline std::vector<op> offload_ops(const chain& c, size_type budget, size_type u
 /// The fastest schedule with offloading (docs/offload.md's class) for `budget`. Without
 /// `transfer` on the chain it is `solve_optimal`'s result. `options.slots`: the memory units of
 /// the offload DP (`auto_slots`: 500, finer where the budget is feasible but 500 slots lose it;
-/// `exact_units`: the sizes as given); `coarsen` is refused.
+/// `exact_units`: the sizes as given); `coarsen` is refused. `min_feasible_budget` is exact with
+/// `exact_units`; with slots it is the least of recompute-only's and the baselines' (or this
+/// budget, where the DP found a schedule below those).
 template <chain_like C>
 solve_result solve_offload(const C& chain_in, size_type budget, const solve_options& options = {}) {
   const chain c = to_chain(chain_in);
@@ -77,21 +79,27 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
   const detail::model exact = detail::make_model(c, 1);
   const size_type root_need = detail::offload_spine_need(
       exact, detail::persistent_need(exact, detail::dp_branches::tape_and_checkpoint), true);
+  const size_type spine_least =
+      root_need == detail::unreachable ? solve_result::no_budget : exact.x[0] + root_need;
+  auto lesser = [](size_type a, size_type b) {
+    return a == solve_result::no_budget ? b : b == solve_result::no_budget ? a : std::min(a, b);
+  };
+  // The least budget this solver reports: the DP's on the sizes as given only with exact_units
+  // (with slots, sizes rounded up can need more), else recompute-only's and the baselines'.
   size_type least = recompute.min_feasible_budget;
-  if (root_need != detail::unreachable) {
-    const size_type spine_least = exact.x[0] + root_need;
-    least = least == solve_result::no_budget ? spine_least : std::min(least, spine_least);
-  }
+  if (options.slots == exact_units) least = lesser(least, spine_least);
+  // Below `floor` nothing of any of them fits, whatever the slots.
+  size_type floor = spine_least;
   // The baselines' schedules are outside the DP's class where their copies run across ops the
   // class waits at: the fastest of all is returned, and the least of all least budgets.
   std::vector<solve_result> baselines;
   baselines.push_back(solve_save_on_cpu(c, budget));
   baselines.push_back(solve_vdnn(c, budget));
   baselines.push_back(solve_sequential_offload(c, budget));
-  for (const solve_result& r : baselines)
-    if (r.min_feasible_budget != solve_result::no_budget)
-      least = least == solve_result::no_budget ? r.min_feasible_budget
-                                               : std::min(least, r.min_feasible_budget);
+  for (const solve_result& r : baselines) {
+    least = lesser(least, r.min_feasible_budget);
+    floor = lesser(floor, r.min_feasible_budget);
+  }
   recompute.memory_loss = 0;  // bounds against the persistent optimum, not this solver's
   recompute.makespan_loss = 0;
   recompute.exact = false;
@@ -99,7 +107,8 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
   // schedule does just that, offloading cannot beat it.
   double lower = c.loss_time;
   for (const stage& s : c.stages) lower += s.forward_time + s.backward_time;
-  if (budget < least || (recompute.feasible && recompute.plan.makespan <= lower)) {
+  if ((floor != solve_result::no_budget && budget < floor) ||
+      (recompute.feasible && recompute.plan.makespan <= lower)) {
     recompute.min_feasible_budget = least;
     return recompute;
   }
@@ -129,7 +138,8 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
       out.exact = false;
     }
   }
-  out.min_feasible_budget = least;
+  // A schedule the DP found with slots below the others' least budgets is one at this budget.
+  out.min_feasible_budget = out.feasible ? lesser(least, budget) : least;
   return out;
 }
 

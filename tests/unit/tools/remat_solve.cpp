@@ -634,7 +634,8 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     remat::chain with_link = c;
     with_link.transfer = {25e6, 25e6};
     CHECK(j["transfer"]["min_feasible_budget_offload"] ==
-          remat::solve(with_link, 0, {.solver = remat::solver::offload}).min_feasible_budget);
+          remat::solve(with_link, 0, {.solver = remat::solver::offload, .slots = remat::exact_units})
+              .min_feasible_budget);
     CHECK(j["transfer"]["min_feasible_budget_offload"].get<long long>() <=
           j["min_feasible_budget"].get<long long>());
     // Each stage: a_k offloaded beside F(k), prefetched beside B(k+1); t_{k+1} offloaded beside
@@ -669,7 +670,7 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     CHECK(text.out.starts_with(run({tiny, "--info"}).out));
     CHECK(text.out.find("\ntransfer       25000000 bytes/ms (25 GB/s) each way\n") !=
           std::string::npos);
-    CHECK(text.out.find(", with offloading (offload)\n") != std::string::npos);
+    CHECK(text.out.find(", with offloading (offload, exact sizes)\n") != std::string::npos);
     CHECK(text.out.find("\n0 fc1         4000000    100.0%    100.0%       16000000     39.1%"
                         "     78.1%\n") != std::string::npos);
 
