@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -467,8 +468,12 @@ constexpr replay_result replay_timed(const chain& c, std::span<const op> ops) {
   std::vector<size_type> at_event(events.size(), 0);
   size_type memory = c.input_size;
   r.peak_memory = memory;
+  // Copies in flight beside recomputed ones can pass what validation bounds (2^63 - 1): the
+  // running sum saturates there (such a peak fits no budget).
+  constexpr size_type most = std::numeric_limits<size_type>::max();
   for (const std::size_t e : order) {
-    memory += events[e].delta;
+    const size_type d = events[e].delta;
+    memory = d > 0 && memory > most - d ? most : memory + d;
     at_event[e] = memory;
     r.peak_memory = std::max(r.peak_memory, memory);
   }

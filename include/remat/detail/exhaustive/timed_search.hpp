@@ -213,8 +213,10 @@ class timed_search {
       for (std::size_t r : reads) start = std::max(start, s.ready[r]);
       state n = s;
       advance(n, start);
+      // (Compared before adding: with copies in flight beside recomputed ones the sum can pass
+      // what validation bounds, 2^63 - 1; output + overhead alone is within it.)
+      if (output + overhead > budget_ - n.memory) return;
       n.memory += output + overhead;
-      if (n.memory > budget_) return;
       if (out >= 0) {
         n.held[static_cast<std::size_t>(out)] = 1;
         n.ready[static_cast<std::size_t>(out)] = duration;
@@ -294,8 +296,8 @@ class timed_search {
         const double duration = static_cast<double>(size) / c_.transfer.prefetch_bandwidth;
         state n = s;
         advance(n, start);
-        n.memory += size;
-        if (n.memory <= budget_) {
+        if (size <= budget_ - n.memory) {
+          n.memory += size;
           n.held[v] = 1;
           n.host[v] = 0;
           n.offload_end[v] = 0;
