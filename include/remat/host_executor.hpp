@@ -7,20 +7,31 @@
 //   use(ex.input_gradient());         // g_0, valid until the next run
 //
 // The arena is allocated once, when the executor is built; `run` allocates nothing and only
-// calls the user's code on ranges of it (see op_calls.hpp for what each call holds). Two debug
+// calls the user's code on ranges of it (see op_calls.hpp for what each call holds).
+//
+// A plan with transfers (docs/offload.md) also gets a host pool for the host copies and two copy
+// threads, one per direction as a GPU's copy engines: offloads and prefetches are memcpy's
+// between the arena and the pool, running while the caller's thread computes. Every op starts
+// in issue order once the plan's waits are met, so whatever the copies and callbacks take, no
+// range of the arena is written while something else still uses it: a late op costs time (a
+// stall, reported by `last_run`), never memory. The callbacks run on the caller's thread. Two debug
 // aids: `poison` fills every range the schedule frees with 0xFF bytes (a NaN for float and
 // double), so a use after free shows in the gradients; `separate_allocations` gives each buffer
 // its own heap block, made when the buffer is created and freed when it is dropped, so a memory
 // checker (AddressSanitizer, valgrind) reports any access outside a live buffer.
 #pragma once
 
+#include <remat/detail/planning/host_streams.hpp>
 #include <remat/detail/planning/program.hpp>
 #include <remat/memory_plan.hpp>
 #include <remat/op_calls.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <stdexcept>
 #include <new>
 #include <span>
 #include <utility>
@@ -47,8 +58,25 @@ struct host_executor_options {
   /// schedule drops (workspaces included) right after the op that drops it.
   bool poison = false;
   /// Debug mode: one heap allocation per buffer, made when it is created (filled with 0xFF) and
-  /// freed when it is dropped. Allocates while running; for memory checkers only.
+  /// freed when it is dropped. Allocates while running; for memory checkers only. Plans without
+  /// transfers only.
   bool separate_allocations = false;
+  /// Called on the copy thread before each offload or prefetch, with the op's index: a hook for
+  /// tracing, and for tests that delay copies to prove that timing never costs memory.
+  std::function<void(std::size_t)> before_copy{};
+};
+
+/// When each op of the last run started and ended, in seconds from the run's start, and how long
+/// it stalled: waited for a range of the arena (or host pool) that an earlier op still used,
+/// after its inputs were ready and the op before it had started. Stalls are 0 without transfers.
+struct run_report {
+  std::vector<double> start, end, stall;
+  double seconds = 0;  ///< the whole run
+  [[nodiscard]] double total_stall() const noexcept {
+    double sum = 0;
+    for (const double s : stall) sum += s;
+    return sum;
+  }
 };
 
 class host_executor {
@@ -58,8 +86,17 @@ class host_executor {
   explicit host_executor(memory_plan plan, host_executor_options options = {})
       : plan_(std::move(plan)),
         program_(detail::make_program(plan_)),
-        options_(options),
+        options_(std::move(options)),
         bases_(plan_.buffers.size(), nullptr) {
+    const std::size_t n = program_.steps.size();
+    report_.start.assign(n, 0);
+    report_.end.assign(n, 0);
+    report_.stall.assign(n, 0);
+    const bool transfers = plan_.has_transfers();
+    if (transfers && options_.separate_allocations)
+      throw std::invalid_argument(
+          "host_executor: separate_allocations runs plans without transfers only (this plan "
+          "offloads; its buffers live on three threads)");
     if (options_.separate_allocations) {
       owned_.resize(plan_.buffers.size());
       allocate(memory_plan::input());
@@ -68,11 +105,18 @@ class host_executor {
     arena_ = {static_cast<std::byte*>(
                   ::operator new(static_cast<std::size_t>(plan_.arena_bytes), alignment())),
               aligned_delete{alignment()}};
+    if (plan_.host_bytes > 0)
+      host_pool_ = {static_cast<std::byte*>(::operator new(
+                        static_cast<std::size_t>(plan_.host_bytes), alignment())),
+                    aligned_delete{alignment()}};
     for (std::size_t id = 0; id < plan_.buffers.size(); ++id)
-      bases_[id] = arena_.get() + plan_.buffers[id].offset;
+      bases_[id] =
+          (plan_.buffers[id].on_host ? host_pool_.get() : arena_.get()) + plan_.buffers[id].offset;
+    if (transfers) start_streams();
   }
 
-  /// The input a_0: write it before `run`. It keeps its place and contents across runs.
+  /// The input a_0: write it before `run`. It keeps its place and contents across runs, unless
+  /// the schedule offloads it (then its bytes may serve other buffers during a run).
   [[nodiscard]] std::span<std::byte> input() noexcept { return bytes(memory_plan::input()); }
   /// g_0 after a run, until the next one.
   [[nodiscard]] std::span<const std::byte> input_gradient() const noexcept {
@@ -80,14 +124,30 @@ class host_executor {
     return {bases_[id], bases_[id] == nullptr ? 0 : size(id)};
   }
 
-  /// Runs the schedule once, calling `callbacks` for every op in order. Allocates nothing
-  /// (unless `separate_allocations`). An exception from a callback ends the run and propagates.
+  /// Runs the schedule once, calling `callbacks` for every compute op in order (on this thread).
+  /// Allocates nothing (unless `separate_allocations`). An exception from a callback (or from
+  /// `before_copy`) ends the run, once the copies under way have, and propagates.
   template <host_callbacks C>
   void run(C&& callbacks) {
     if (options_.separate_allocations) release_all_but_input();
     if (options_.poison && !options_.separate_allocations) poison_all_but_input();
     const std::size_t n = program_.steps.size();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto since = [&t0] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    if (streams_) {
+      streams_->run([&](std::size_t i) { call(callbacks, program_.steps[i]); });
+      for (std::size_t i = 0; i < n; ++i) {
+        report_.start[i] = streams_->start(i);
+        report_.end[i] = streams_->end(i);
+        report_.stall[i] = streams_->start(i) - streams_->ready(i);
+      }
+      report_.seconds = since();
+      return;
+    }
     for (std::size_t i = 0; i < n; ++i) {
+      report_.start[i] = since();
       if (options_.separate_allocations)
         for (std::size_t j = program_.created_begin[i]; j < program_.created_begin[i + 1]; ++j)
           allocate(program_.created[j]);
@@ -99,11 +159,20 @@ class host_executor {
         for (std::size_t j = program_.dropped_begin[i]; j < program_.dropped_begin[i + 1]; ++j)
           poison(program_.dropped[j]);
       }
+      report_.end[i] = since();
     }
+    report_.seconds = since();
   }
+
+  /// The timing of the last run (zeros before the first).
+  [[nodiscard]] const run_report& last_run() const noexcept { return report_; }
 
   [[nodiscard]] const memory_plan& plan() const noexcept { return plan_; }
   [[nodiscard]] size_type arena_bytes() const noexcept { return plan_.arena_bytes; }
+  /// The host pool of the host copies (empty without transfers).
+  [[nodiscard]] std::span<std::byte> host_pool() noexcept {
+    return {host_pool_.get(), host_pool_ ? static_cast<std::size_t>(plan_.host_bytes) : 0};
+  }
   /// The arena (empty with `separate_allocations`).
   [[nodiscard]] std::span<std::byte> arena() noexcept {
     return {arena_.get(), arena_ ? static_cast<std::size_t>(plan_.arena_bytes) : 0};
@@ -147,8 +216,35 @@ class host_executor {
         break;
       case op_kind::offload:
       case op_kind::prefetch:
-      case op_kind::wait: break;  // a program has none (detail/planning/program.hpp refuses them)
+      case op_kind::wait: break;  // the copy threads copy; a wait has done its waiting
     }
+  }
+
+  // The copy of each O and P, and what to poison after each op, for the three streams.
+  void start_streams() {
+    using streams = detail::host_streams;
+    const std::size_t n = program_.steps.size();
+    std::vector<streams::copy_task> copies(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const detail::program_step& s = program_.steps[i];
+      if (s.kind != op_kind::offload && s.kind != op_kind::prefetch) continue;
+      const std::span<std::byte> from = bytes(s.input), to = bytes(s.output);
+      copies[i] = {from.data(), to.data(), from.size()};
+    }
+    std::vector<streams::poison_task> poison;
+    std::vector<std::size_t> begin(n + 1, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (options_.poison)
+        for (std::size_t j = program_.dropped_begin[i]; j < program_.dropped_begin[i + 1]; ++j) {
+          const buffer_id id = program_.dropped[j];
+          const buffer& b = plan_.buffers[id];
+          poison.push_back({bases_[id], size(id), b.last_read == b.last_op ? streams::none
+                                                                          : b.last_read});
+        }
+      begin[i + 1] = poison.size();
+    }
+    streams_ = std::make_unique<streams>(program_, std::move(copies), std::move(poison),
+                                         std::move(begin), options_.before_copy);
   }
 
   void poison(buffer_id id) const noexcept { std::memset(bases_[id], 0xFF, size(id)); }
@@ -179,6 +275,9 @@ class host_executor {
   detail::program program_;
   host_executor_options options_;
   std::unique_ptr<std::byte[], aligned_delete> arena_{nullptr, aligned_delete{}};
+  std::unique_ptr<std::byte[], aligned_delete> host_pool_{nullptr, aligned_delete{}};
+  std::unique_ptr<detail::host_streams> streams_;  // plans with transfers only
+  run_report report_;
   std::vector<std::unique_ptr<std::byte[]>> owned_;  // separate_allocations only
   std::vector<std::byte*> bases_;                    // where each buffer starts, when it exists
 };

@@ -8,9 +8,18 @@
 //
 // A schedule is static, so lifetimes are known before anything runs: each materialization of an
 // activation or a tape (a recomputation is a new buffer), each gradient, and each op's transient
-// overhead (a workspace live during that op only). Time is the op index; a buffer lives from the
-// op that creates it to the op after which the schedule drops it, both included, so that an op's
-// inputs, its output and its workspace are live together, as in the simulator's peak.
+// overhead (a workspace live during that op only). Without transfers time is the op index; a
+// buffer lives from the op that creates it to the op after which the schedule drops it, both
+// included, so that an op's inputs, its output and its workspace are live together, as in the
+// simulator's peak.
+//
+// With transfers (docs/offload.md) ops overlap on three streams, and a buffer lives in time: from
+// the start of the op that creates it to the end of the ops that free it (an offloaded tensor:
+// its offload and the compute ops issued before it that read it). Host copies get their own pool.
+// Buffers share bytes only when one is freed before the other is allocated at the predicted
+// times, and the plan lists the waits that make this hold whatever the timing: the op that
+// allocates a range starts only after the ops that free its previous occupants have ended, so a
+// slow copy or kernel costs time, never memory (docs/executors.md).
 #pragma once
 
 #include <remat/chain.hpp>
@@ -20,6 +29,7 @@
 #include <remat/simulate.hpp>
 
 #include <algorithm>
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -27,6 +37,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace remat {
@@ -60,13 +71,37 @@ struct buffer {
   std::size_t first_op = 0;  ///< the op that creates it (0 for the input a_0, held from the start)
   std::size_t last_op = 0;   ///< the op after which it is dropped; the last op if it never is
   size_type size = 0;        ///< bytes
-  size_type offset = 0;      ///< bytes from the start of the arena, a multiple of the alignment
+  size_type offset = 0;      ///< bytes from the start of its pool, a multiple of the alignment
+  /// A host copy (made by O, consumed by P), in the host pool; otherwise in the device arena.
+  bool on_host = false;
+  /// Its bytes are free once `last_op` and this op have ended. They differ for a tensor
+  /// offloaded (`last_op` is the O) while a compute op issued before the O still reads it.
+  std::size_t last_read = 0;
+};
+
+/// Why an op waits for another to end before it starts.
+enum class wait_reason : std::uint8_t {
+  data,    ///< it reads what the other produced (a tensor, a prefetched copy, a host copy)
+  memory,  ///< it writes bytes that the other frees (a previous occupant of its range)
+};
+
+/// Op `after` starts only once op `before` (issued earlier, on another stream) has ended. Ops on
+/// one stream run in issue order, so waits list only what crosses streams.
+struct wait {
+  std::size_t before = 0;
+  std::size_t after = 0;
+  wait_reason why = wait_reason::data;
+
+  friend constexpr bool operator==(const wait&, const wait&) = default;
 };
 
 /// The buffers one op reads and writes. Forwards read `input` and write `output` (a_{k+1}, or
 /// the tape t_{k+1} for F_all); the loss reads `input` (a_L) and writes `output` (g_L); B(k)
 /// reads `input` (a_k), `tape` (t_{k+1}) and `gradient` (g_{k+1}) and writes `output` (g_k).
-/// An activation read from a tape is its first `input_size` bytes.
+/// An activation read from a tape is its first `input_size` bytes. O copies `input` (on the
+/// device) to `output` (a new host copy), P copies `input` (the host copy) to `output` (a new
+/// device buffer), both `input_size` bytes; W's `input` is the host copy whose offload it waits
+/// for. Transfers have no workspace.
 struct step {
   remat::op op;
   buffer_id input = no_buffer;      ///< a_k or t_k (a_L or t_L for the loss)
@@ -85,6 +120,18 @@ struct memory_plan {
   size_type arena_bytes = 0;    ///< bytes from the arena's start to the highest buffer end
   size_type lower_bound = 0;    ///< the simulator's peak: the most bytes live at once
   std::string_view method;      ///< the placement heuristic that gave this arena
+  size_type host_bytes = 0;     ///< the host pool: bytes to its highest host copy's end
+  /// Every wait between streams, by `after` then `before` (none without transfers).
+  std::vector<wait> waits;
+  /// What the simulator predicts: when each op starts and ends (the chain's time unit).
+  std::vector<double> start, end;
+
+  /// True when the schedule moves tensors between the device and the host.
+  [[nodiscard]] constexpr bool has_transfers() const noexcept {
+    for (const step& s : steps)
+      if (is_transfer(s.op.kind)) return true;
+    return false;
+  }
 
   /// arena_bytes / lower_bound (1 when both are 0): what fragmentation and alignment cost.
   [[nodiscard]] constexpr double ratio() const noexcept {
@@ -110,6 +157,7 @@ inline std::string to_string(const buffer& b, std::size_t id) {
   std::string what = b.kind == buffer_kind::workspace
                          ? "workspace of op " + std::to_string(b.first_op)
                          : std::string(name(b.kind)) + "_" + std::to_string(b.index);
+  if (b.on_host) what += " on the host";
   return "buffer " + std::to_string(id) + " (" + what + ", ops " + std::to_string(b.first_op) +
          ".." + std::to_string(b.last_op) + ", bytes [" + std::to_string(b.offset) + ", " +
          std::to_string(b.offset + b.size) + "))";
@@ -125,8 +173,10 @@ constexpr size_type align_up(size_type v, size_type alignment) noexcept {
   return (v + alignment - 1) / alignment * alignment;
 }
 
-// The buffers and steps of a valid schedule on a validated chain, offsets all 0.
-constexpr memory_plan buffer_lifetimes(const chain& c, std::span<const op> ops) {
+// The buffers and steps of a valid schedule on a validated chain, offsets all 0. `kept`, when
+// given, is set to 1 for the buffers the schedule never drops.
+constexpr memory_plan buffer_lifetimes(const chain& c, std::span<const op> ops,
+                                       std::vector<char>* kept = nullptr) {
   const auto L = static_cast<std::int32_t>(c.length());
   const auto n = static_cast<std::size_t>(L) + 1;
   auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
@@ -137,18 +187,33 @@ constexpr memory_plan buffer_lifetimes(const chain& c, std::span<const op> ops) 
   memory_plan m;
   m.buffers.reserve(3 * ops.size() + 1);
   m.steps.reserve(ops.size());
+  // Held on the device (a, t, g) and on the host (host copies of a_k and t_k).
   std::vector<buffer_id> a(n, no_buffer), t(n, no_buffer), g(n, no_buffer);
-  auto create = [&](buffer_kind kind, std::int32_t index, std::size_t op_index, size_type size) {
-    m.buffers.push_back({kind, index, op_index, last, size, 0});
+  std::vector<buffer_id> host_a(n, no_buffer), host_t(n, no_buffer);
+  std::vector<std::size_t> last_reader;  // per buffer: the last compute op that read it
+  std::vector<char> dropped;
+  auto create = [&](buffer_kind kind, std::int32_t index, std::size_t op_index, size_type size,
+                    bool on_host = false) {
+    m.buffers.push_back({kind, index, op_index, last, size, 0, on_host, last});
+    last_reader.push_back(op_index);
+    dropped.push_back(0);
     return static_cast<buffer_id>(m.buffers.size() - 1);
   };
   auto workspace = [&](std::int32_t stage_index, std::size_t op_index, size_type size) {
-    m.buffers.push_back({buffer_kind::workspace, stage_index, op_index, op_index, size, 0});
-    return static_cast<buffer_id>(m.buffers.size() - 1);
+    const buffer_id id = create(buffer_kind::workspace, stage_index, op_index, size);
+    m.buffers[id].last_op = m.buffers[id].last_read = op_index;
+    dropped[id] = 1;
+    return id;
   };
-  auto drop = [&](buffer_id& id, std::size_t op_index) {
+  // Dropped after op `op_index`; an offload frees it once the compute ops that read it have ended.
+  auto drop = [&](buffer_id& id, std::size_t op_index, bool by_offload = false) {
     m.buffers[id].last_op = op_index;
+    m.buffers[id].last_read = by_offload ? last_reader[id] : op_index;
+    dropped[id] = 1;
     id = no_buffer;
+  };
+  auto read = [&](buffer_id id, std::size_t op_index) {
+    if (id != no_buffer) last_reader[id] = op_index;
   };
   a[0] = create(buffer_kind::activation, 0, 0, c.input_size);
 
@@ -156,8 +221,29 @@ constexpr memory_plan buffer_lifetimes(const chain& c, std::span<const op> ops) 
     const op o = ops[i];
     const std::int32_t k = o.stage;
     step s{o};
+    if (is_transfer(o.kind)) {
+      const bool tape = o.tensor == tensor_kind::tape;
+      const buffer_kind kind = tape ? buffer_kind::tape : buffer_kind::activation;
+      buffer_id& device = tape ? t[at(k)] : a[at(k)];
+      buffer_id& host = tape ? host_t[at(k)] : host_a[at(k)];
+      s.input_size = tape ? xb(k) : x(k);
+      if (o.kind == op_kind::offload) {
+        s.input = device;
+        s.output = host = create(kind, k, i, s.input_size, true);
+        drop(device, i, true);
+      } else if (o.kind == op_kind::prefetch) {
+        s.input = host;
+        s.output = device = create(kind, k, i, s.input_size);
+        drop(host, i);
+      } else {
+        s.input = host;
+      }
+      m.steps.push_back(s);
+      continue;
+    }
     s.input_size = x(k);
     s.input = a[at(k)] != no_buffer ? a[at(k)] : t[at(k)];
+    read(s.input, i);
     if (o.kind == op_kind::loss) {
       s.output = g[at(L)] = create(buffer_kind::gradient, L, i, x(L));
       s.workspace = workspace(L, i, c.loss_overhead);
@@ -186,30 +272,82 @@ constexpr memory_plan buffer_lifetimes(const chain& c, std::span<const op> ops) 
     }
     m.steps.push_back(s);
   }
+  if (kept != nullptr) {
+    kept->assign(dropped.size(), 0);
+    for (std::size_t id = 0; id < dropped.size(); ++id) (*kept)[id] = dropped[id] ? 0 : 1;
+  }
   return m;
 }
 
-// Checks that every step refers to buffers that exist and are live at that step, with the
-// kinds and sizes its op needs. "" when it does.
+// Whether op `j` starts after op `i` has ended, by stream order or a listed wait (`waits` sorted
+// by `after` then `before`).
+constexpr bool ends_before(const memory_plan& m, std::size_t i, std::size_t j) {
+  if (i >= j) return false;
+  if (stream_of(m.steps[i].op.kind) == stream_of(m.steps[j].op.kind)) return true;
+  const wait w{i, j, wait_reason::data};
+  const auto it = std::lower_bound(
+      m.waits.begin(), m.waits.end(), w, [](const wait& p, const wait& q) {
+        return p.after != q.after ? p.after < q.after : p.before < q.before;
+      });
+  return it != m.waits.end() && it->after == j && it->before == i;
+}
+
+// Whether buffer `b` is freed before buffer `c` is allocated, whatever the timing.
+constexpr bool freed_before(const memory_plan& m, const buffer& b, const buffer& c,
+                            bool c_is_input) {
+  if (c_is_input) return false;  // a_0 exists before every op
+  return ends_before(m, b.last_op, c.first_op) &&
+         (b.last_read == b.last_op || ends_before(m, b.last_read, c.first_op));
+}
+
+// Checks that every step refers to buffers that exist and are live at that step, in the right
+// pool, with the kinds and sizes its op needs, and that every read of what another stream made
+// waits for it. "" when it does.
 constexpr std::string check_steps(const memory_plan& m) {
   const std::size_t nb = m.buffers.size();
   auto live = [&](buffer_id id, std::size_t i) {
     return id < nb && m.buffers[id].first_op <= i && i <= m.buffers[id].last_op;
   };
+  auto on_device = [&](buffer_id id, std::size_t i) { return live(id, i) && !m.buffers[id].on_host; };
+  auto on_host = [&](buffer_id id, std::size_t i) { return live(id, i) && m.buffers[id].on_host; };
   for (std::size_t i = 0; i < m.steps.size(); ++i) {
     const step& s = m.steps[i];
     auto where = [&] { return "step " + std::to_string(i) + " (" + to_string(s.op) + ")"; };
-    if (!live(s.input, i) || m.buffers[s.input].size < s.input_size)
-      return where() + ": its input is not a live buffer of at least input_size bytes";
-    if (!live(s.output, i) || m.buffers[s.output].first_op != i)
-      return where() + ": its output is not a buffer it creates";
-    if (!live(s.workspace, i) || m.buffers[s.workspace].kind != buffer_kind::workspace)
+    // What it reads must be ready: made before it on its stream, or waited for.
+    for (const buffer_id id : {s.input, s.tape, s.gradient})
+      if (id != no_buffer && id < nb && id != memory_plan::input() &&
+          !ends_before(m, m.buffers[id].first_op, i))
+        return where() + ": it reads " + to_string(m.buffers[id], id) +
+               " without waiting for the op that makes it";
+    if (is_transfer(s.op.kind)) {
+      if (s.op.kind == op_kind::offload) {
+        if (!on_device(s.input, i) || m.buffers[s.input].size < s.input_size)
+          return where() + ": what it copies is not a live device buffer of input_size bytes";
+        if (!on_host(s.output, i) || m.buffers[s.output].first_op != i ||
+            m.buffers[s.output].size < s.input_size)
+          return where() + ": its output is not a host copy of input_size bytes it creates";
+      } else if (s.op.kind == op_kind::prefetch) {
+        if (!on_host(s.input, i) || m.buffers[s.input].size < s.input_size)
+          return where() + ": what it copies is not a live host copy of input_size bytes";
+        if (!on_device(s.output, i) || m.buffers[s.output].first_op != i ||
+            m.buffers[s.output].size < s.input_size)
+          return where() + ": its output is not a device buffer of input_size bytes it creates";
+      } else if (!on_host(s.input, i)) {
+        return where() + ": the copy it waits for is not a live host copy";
+      }
+      continue;
+    }
+    if (!on_device(s.input, i) || m.buffers[s.input].size < s.input_size)
+      return where() + ": its input is not a live device buffer of at least input_size bytes";
+    if (!on_device(s.output, i) || m.buffers[s.output].first_op != i)
+      return where() + ": its output is not a device buffer it creates";
+    if (!on_device(s.workspace, i) || m.buffers[s.workspace].kind != buffer_kind::workspace)
       return where() + ": its workspace is not a live workspace buffer";
     if (s.op.kind == op_kind::backward) {
-      if (!live(s.tape, i) || m.buffers[s.tape].kind != buffer_kind::tape ||
+      if (!on_device(s.tape, i) || m.buffers[s.tape].kind != buffer_kind::tape ||
           m.buffers[s.tape].size < s.output_size)
         return where() + ": its tape is not a live tape of at least output_size bytes";
-      if (!live(s.gradient, i) || m.buffers[s.gradient].kind != buffer_kind::gradient)
+      if (!on_device(s.gradient, i) || m.buffers[s.gradient].kind != buffer_kind::gradient)
         return where() + ": its incoming gradient is not a live gradient buffer";
     } else if (s.op.kind != op_kind::loss) {
       if (m.buffers[s.output].size < s.output_size)
@@ -217,6 +355,121 @@ constexpr std::string check_steps(const memory_plan& m) {
     }
   }
   return {};
+}
+
+// A point in the predicted run where memory changes: (time, op, 0) for an allocation at an op's
+// start, (time, op, 1) for a free at the end of the ops that free a buffer (op: the later one).
+// Two buffers may share bytes when one's free comes before the other's allocation; at a tie of
+// time the op index orders them, which never puts a free by an op issued later first, so every
+// wait points back in issue order.
+struct plan_event {
+  double time = 0;
+  std::size_t op = 0;
+  int free = 0;
+  friend constexpr auto operator<=>(const plan_event&, const plan_event&) = default;
+};
+
+// Places buffers (aligned) that live from rank `first` to rank `last` by the best of the fit
+// orders; returns the placement and the order's name.
+constexpr std::pair<placement, std::string_view> place(std::span<const lifetime> lifetimes) {
+  placement best;
+  std::string_view method;
+  bool first = true;
+  for (const fit_order o : all_fit_orders) {
+    placement p = best_fit(lifetimes, o);
+    if (first || p.arena < best.arena) {
+      best = std::move(p);
+      method = name(o);
+      first = false;
+    }
+  }
+  return {std::move(best), method};
+}
+
+// The plan of a schedule with transfers: buffers live in predicted time (replay `r`), device
+// buffers and host copies go to two pools, and the waits are listed.
+constexpr void place_with_transfers(memory_plan& m, const replay_result& r,
+                                    const std::vector<char>& kept) {
+  const std::size_t nb = m.buffers.size();
+  constexpr double before_all = -std::numeric_limits<double>::infinity();
+  constexpr double after_all = std::numeric_limits<double>::infinity();
+  std::vector<plan_event> alloc(nb), freed(nb);
+  for (std::size_t id = 0; id < nb; ++id) {
+    const buffer& b = m.buffers[id];
+    alloc[id] = id == memory_plan::input() ? plan_event{before_all, 0, 0}
+                                           : plan_event{r.start[b.first_op], b.first_op, 0};
+    freed[id] = kept[id] ? plan_event{after_all, m.steps.size(), 1}
+                         : plan_event{std::max(r.end[b.last_op], r.end[b.last_read]),
+                                      std::max(b.last_op, b.last_read), 1};
+  }
+  std::vector<plan_event> events(alloc);
+  events.insert(events.end(), freed.begin(), freed.end());
+  std::sort(events.begin(), events.end());
+  events.erase(std::unique(events.begin(), events.end()), events.end());
+  auto rank = [&](const plan_event& e) {
+    return static_cast<std::size_t>(std::lower_bound(events.begin(), events.end(), e) -
+                                    events.begin());
+  };
+  // Each pool on its own: lifetimes of its buffers (others zero-sized), placed.
+  for (const bool host : {false, true}) {
+    std::vector<lifetime> lifetimes;
+    lifetimes.reserve(nb);
+    for (std::size_t id = 0; id < nb; ++id) {
+      const buffer& b = m.buffers[id];
+      const size_type size = b.on_host == host ? align_up(b.size, m.alignment) : 0;
+      lifetimes.push_back({rank(alloc[id]), rank(freed[id]) - 1, size});
+    }
+    auto [p, method] = place(lifetimes);
+    for (std::size_t id = 0; id < nb; ++id)
+      if (m.buffers[id].on_host == host) m.buffers[id].offset = p.offsets[id];
+    (host ? m.host_bytes : m.arena_bytes) = p.arena;
+    if (!host) m.method = method;
+  }
+
+  // Waits: reads across streams, then every earlier occupant of a buffer's bytes.
+  std::vector<wait> waits;
+  auto need = [&](std::size_t before, std::size_t after, wait_reason why) {
+    if (before < after && stream_of(m.steps[before].op.kind) != stream_of(m.steps[after].op.kind))
+      waits.push_back({before, after, why});
+  };
+  for (std::size_t i = 0; i < m.steps.size(); ++i) {
+    const step& s = m.steps[i];
+    for (const buffer_id id : {s.input, s.tape, s.gradient})
+      if (id != no_buffer && id != memory_plan::input())
+        need(m.buffers[id].first_op, i, wait_reason::data);
+  }
+  std::vector<std::size_t> by_offset;
+  for (std::size_t id = 0; id < nb; ++id)
+    if (m.buffers[id].size > 0) by_offset.push_back(id);
+  std::sort(by_offset.begin(), by_offset.end(), [&](std::size_t i, std::size_t j) {
+    const buffer& p = m.buffers[i];
+    const buffer& q = m.buffers[j];
+    if (p.on_host != q.on_host) return q.on_host;
+    return p.offset != q.offset ? p.offset < q.offset : i < j;
+  });
+  for (std::size_t p = 0; p < by_offset.size(); ++p) {
+    const std::size_t bi = by_offset[p];
+    const buffer& b = m.buffers[bi];
+    for (std::size_t q = p + 1; q < by_offset.size(); ++q) {
+      const std::size_t ci = by_offset[q];
+      const buffer& c = m.buffers[ci];
+      if (c.on_host != b.on_host || c.offset >= b.offset + b.size) break;
+      // They share bytes, so one is freed before the other is allocated.
+      const bool b_first = freed[bi] < alloc[ci];
+      const buffer& earlier = b_first ? b : c;
+      const std::size_t later_op = b_first ? c.first_op : b.first_op;
+      need(earlier.last_op, later_op, wait_reason::memory);
+      need(earlier.last_read, later_op, wait_reason::memory);
+    }
+  }
+  std::sort(waits.begin(), waits.end(), [](const wait& p, const wait& q) {
+    if (p.after != q.after) return p.after < q.after;
+    if (p.before != q.before) return p.before < q.before;
+    return p.why < q.why;  // data first: a memory wait on the same op adds nothing
+  });
+  for (const wait& w : waits)
+    if (m.waits.empty() || m.waits.back().after != w.after || m.waits.back().before != w.before)
+      m.waits.push_back(w);
 }
 
 struct make_memory_plan_fn {
@@ -233,30 +486,22 @@ struct make_memory_plan_fn {
     const replay_result r = replay(c, ops);
     if (!r.valid())
       throw std::invalid_argument("make_memory_plan: the schedule is invalid: " + describe(r, ops));
-    for (std::size_t i = 0; i < ops.size(); ++i)
-      if (is_transfer(ops[i].kind))
-        throw std::invalid_argument(
-            "make_memory_plan: op " + std::to_string(i) + " (" + to_string(ops[i]) +
-            ") is a transfer: memory plans (and the host and CUDA executors) run schedules "
-            "without offloading only");
-    memory_plan m = buffer_lifetimes(c, ops);
+    std::vector<char> kept;
+    memory_plan m = buffer_lifetimes(c, ops, &kept);
     m.alignment = options.alignment;
     m.lower_bound = r.peak_memory;
-
+    m.start = r.start;
+    m.end = r.end;
+    if (m.has_transfers()) {
+      place_with_transfers(m, r, kept);
+      return m;
+    }
     std::vector<lifetime> lifetimes;
     lifetimes.reserve(m.buffers.size());
     for (const buffer& b : m.buffers)
       lifetimes.push_back({b.first_op, b.last_op, align_up(b.size, options.alignment)});
-    placement best;
-    bool first = true;
-    for (const fit_order o : all_fit_orders) {
-      placement p = best_fit(lifetimes, o);
-      if (first || p.arena < best.arena) {
-        best = std::move(p);
-        m.method = name(o);
-        first = false;
-      }
-    }
+    auto [best, method] = place(lifetimes);
+    m.method = method;
     for (std::size_t i = 0; i < m.buffers.size(); ++i) m.buffers[i].offset = best.offsets[i];
     m.arena_bytes = best.arena;
     return m;
@@ -282,22 +527,34 @@ struct memory_plan_check {
 namespace detail {
 struct check_memory_plan_fn {
   /// Proves a plan sound, independently of how it was built: the alignment is a power of two,
-  /// every buffer is aligned and inside the arena, every step uses live buffers of the right
-  /// kind and size, and no two buffers that are live at the same op share a byte. Sorting by
-  /// offset makes the overlap check O(n log n) plus the pairs that overlap in space.
+  /// every buffer is aligned and inside its pool, every step uses live buffers of the right kind,
+  /// pool and size and waits for what it reads, and any two buffers that share a byte are one
+  /// freed before the other is allocated: the ops that free the first end before the op that
+  /// creates the second starts, by stream order or a listed wait, whatever the timing. Sorting by
+  /// offset makes the check O(n log n) plus the pairs that overlap in space.
   constexpr memory_plan_check operator()(const memory_plan& m) const {
     if (!is_power_of_two(m.alignment))
       return {"the alignment " + std::to_string(m.alignment) + " is not a power of two"};
     const std::size_t n_ops = m.steps.size();
     for (std::size_t i = 0; i < m.buffers.size(); ++i) {
       const buffer& b = m.buffers[i];
-      if (b.size < 0 || b.offset < 0 || b.offset % m.alignment != 0 ||
-          b.offset > m.arena_bytes - b.size)
-        return {to_string(b, i) + " is misaligned or outside the arena of " +
-                std::to_string(m.arena_bytes) + " bytes"};
-      if (b.first_op > b.last_op || (n_ops > 0 && b.last_op >= n_ops))
+      const size_type pool = b.on_host ? m.host_bytes : m.arena_bytes;
+      if (b.size < 0 || b.offset < 0 || b.offset % m.alignment != 0 || b.offset > pool - b.size)
+        return {to_string(b, i) + " is misaligned or outside the " +
+                (b.on_host ? "host pool" : "arena") + " of " + std::to_string(pool) + " bytes"};
+      if (b.first_op > b.last_op || b.last_read > b.last_op ||
+          (n_ops > 0 && b.last_op >= n_ops))
         return {to_string(b, i) + " has no valid lifetime in a schedule of " +
                 std::to_string(n_ops) + " ops"};
+    }
+    for (std::size_t w = 0; w < m.waits.size(); ++w) {
+      const wait& x = m.waits[w];
+      if (x.before >= x.after || x.after >= n_ops)
+        return {"wait " + std::to_string(w) + " (op " + std::to_string(x.after) + " after op " +
+                std::to_string(x.before) + ") does not point back to an earlier op"};
+      if (w > 0 && (m.waits[w - 1].after > x.after ||
+                    (m.waits[w - 1].after == x.after && m.waits[w - 1].before >= x.before)))
+        return {"the waits are not sorted by the op that waits, then the op waited for"};
     }
     if (std::string why = check_steps(m); !why.empty()) return {why};
     if (m.arena_bytes < m.lower_bound)
@@ -308,17 +565,23 @@ struct check_memory_plan_fn {
     for (std::size_t i = 0; i < m.buffers.size(); ++i)
       if (m.buffers[i].size > 0) by_offset.push_back(i);
     std::sort(by_offset.begin(), by_offset.end(), [&](std::size_t i, std::size_t j) {
-      return m.buffers[i].offset != m.buffers[j].offset ? m.buffers[i].offset < m.buffers[j].offset
-                                                        : i < j;
+      const buffer& p = m.buffers[i];
+      const buffer& q = m.buffers[j];
+      if (p.on_host != q.on_host) return q.on_host;
+      return p.offset != q.offset ? p.offset < q.offset : i < j;
     });
     for (std::size_t p = 0; p < by_offset.size(); ++p) {
-      const buffer& b = m.buffers[by_offset[p]];
+      const std::size_t bi = by_offset[p];
+      const buffer& b = m.buffers[bi];
       for (std::size_t q = p + 1; q < by_offset.size(); ++q) {
-        const buffer& other = m.buffers[by_offset[q]];
-        if (other.offset >= b.offset + b.size) break;  // no later one starts inside b either
-        if (b.first_op <= other.last_op && other.first_op <= b.last_op)
-          return {to_string(b, by_offset[p]) + " and " + to_string(other, by_offset[q]) +
-                  " overlap while both are live"};
+        const std::size_t ci = by_offset[q];
+        const buffer& other = m.buffers[ci];
+        if (other.on_host != b.on_host || other.offset >= b.offset + b.size)
+          break;  // no later one starts inside b either
+        if (!freed_before(m, b, other, ci == memory_plan::input()) &&
+            !freed_before(m, other, b, bi == memory_plan::input()))
+          return {to_string(b, bi) + " and " + to_string(other, ci) +
+                  " overlap while both may be live"};
       }
     }
     return {};
@@ -327,5 +590,88 @@ struct check_memory_plan_fn {
 }  // namespace detail
 
 inline constexpr detail::check_memory_plan_fn check_memory_plan{};
+
+/// What a run of a plan did to memory, as its ops' start and end times show.
+struct run_memory {
+  size_type live_peak = 0;  ///< the most bytes of device buffers live at once
+  std::string problem;      ///< the first two buffers sharing a byte while both were live
+  [[nodiscard]] constexpr bool ok() const noexcept { return problem.empty(); }
+};
+
+namespace detail {
+struct check_run_fn {
+  /// Replays `m`'s buffers on the times a run measured (`start[i]`, `end[i]` of op i, any unit,
+  /// e.g. host_executor's `last_run()`): each buffer lives from its first op's start to the end
+  /// of the ops that free it. Finds the most device bytes live at once and any two buffers of one
+  /// pool that shared a byte while both were live; the plan's waits make that impossible,
+  /// whatever the durations, and this is how a test or a user sees it.
+  constexpr run_memory operator()(const memory_plan& m, std::span<const double> start,
+                                  std::span<const double> end) const {
+    run_memory out;
+    const std::size_t n = m.steps.size();
+    if (start.size() != n || end.size() != n) {
+      out.problem = "the run's times cover " + std::to_string(start.size()) + " and " +
+                    std::to_string(end.size()) + " ops, the plan has " + std::to_string(n);
+      return out;
+    }
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    const std::size_t nb = m.buffers.size();
+    std::vector<double> from(nb), to(nb);
+    for (std::size_t id = 0; id < nb; ++id) {
+      const buffer& b = m.buffers[id];
+      from[id] = id == memory_plan::input() ? -inf : start[b.first_op];
+      to[id] = n == 0 || b.last_op + 1 >= n ? inf : std::max(end[b.last_op], end[b.last_read]);
+    }
+    // Live bytes: at one instant, frees of what lived before it, then allocations, then frees of
+    // what lived only at that instant (an op of duration 0).
+    struct change {
+      double at;
+      int phase;
+      size_type bytes;
+    };
+    std::vector<change> changes;
+    for (std::size_t id = 0; id < nb; ++id) {
+      if (m.buffers[id].on_host || m.buffers[id].size == 0) continue;
+      changes.push_back({from[id], 1, m.buffers[id].size});
+      if (to[id] < inf) changes.push_back({to[id], to[id] > from[id] ? 0 : 2, -m.buffers[id].size});
+    }
+    std::sort(changes.begin(), changes.end(), [](const change& p, const change& q) {
+      return p.at != q.at ? p.at < q.at : p.phase < q.phase;
+    });
+    size_type live = 0;
+    for (const change& c : changes) {
+      live += c.bytes;
+      out.live_peak = std::max(out.live_peak, live);
+    }
+    std::vector<std::size_t> by_offset;
+    for (std::size_t id = 0; id < nb; ++id)
+      if (m.buffers[id].size > 0) by_offset.push_back(id);
+    std::sort(by_offset.begin(), by_offset.end(), [&](std::size_t i, std::size_t j) {
+      const buffer& p = m.buffers[i];
+      const buffer& q = m.buffers[j];
+      if (p.on_host != q.on_host) return q.on_host;
+      return p.offset != q.offset ? p.offset < q.offset : i < j;
+    });
+    for (std::size_t p = 0; p < by_offset.size(); ++p) {
+      const std::size_t bi = by_offset[p];
+      const buffer& b = m.buffers[bi];
+      for (std::size_t q = p + 1; q < by_offset.size(); ++q) {
+        const std::size_t ci = by_offset[q];
+        const buffer& c = m.buffers[ci];
+        if (c.on_host != b.on_host || c.offset >= b.offset + b.size) break;
+        const bool apart = to[bi] <= from[ci] || to[ci] <= from[bi];
+        if (!apart) {
+          out.problem = to_string(b, bi) + " and " + to_string(c, ci) +
+                        " shared bytes while both were live";
+          return out;
+        }
+      }
+    }
+    return out;
+  }
+};
+}  // namespace detail
+
+inline constexpr detail::check_run_fn check_run{};
 
 }  // namespace remat

@@ -28,6 +28,24 @@ constexpr bool is_transfer(op_kind k) noexcept {
   return k == op_kind::offload || k == op_kind::prefetch || k == op_kind::wait;
 }
 
+/// Where an op runs (docs/offload.md): compute ops and `W` on the compute stream, `O` on the
+/// device-to-host copy stream, `P` on the host-to-device one. Each stream runs its ops one at a
+/// time, in issue order.
+enum class stream : std::uint8_t { compute, d2h, h2d };
+
+constexpr stream stream_of(op_kind k) noexcept {
+  return k == op_kind::offload ? stream::d2h : k == op_kind::prefetch ? stream::h2d : stream::compute;
+}
+
+constexpr std::string_view name(stream s) noexcept {
+  switch (s) {
+    case stream::compute: return "compute";
+    case stream::d2h: return "d2h";
+    case stream::h2d: return "h2d";
+  }
+  return "?";
+}
+
 /// The name docs/model.md, docs/offload.md and the chain-format contract use: `F_none`, `F_ck`,
 /// `F_all`, `loss`, `B`, `O`, `P`, `W` (in JSON the transfers are `offload`, `prefetch`, `wait`).
 constexpr std::string_view name(op_kind k) noexcept {

@@ -81,6 +81,10 @@ class executor {
         program_(detail::make_program(plan_)),
         stream_(stream),
         options_(options) {
+    if (plan_.has_transfers())
+      throw std::invalid_argument(
+          "remat::cuda::executor: the plan has transfers; this executor runs schedules without "
+          "offloading (remat::host_executor runs both)");
     if (plan_.arena_bytes > 0) {
       void* p = nullptr;
       REMAT_CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(plan_.arena_bytes)));

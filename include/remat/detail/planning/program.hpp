@@ -1,5 +1,6 @@
-// A memory plan turned into what an executor walks: per op, the byte ranges of each role, and
-// the buffers created before and dropped after it. Shared by the host and CUDA executors.
+// A memory plan turned into what an executor walks: per op, the byte ranges of each role, the
+// buffers created before and dropped after it, and the ops on other streams it waits for.
+// Shared by the host and CUDA executors.
 #pragma once
 
 #include <remat/memory_plan.hpp>
@@ -23,16 +24,24 @@ struct byte_range {
 struct program_step {
   op_kind kind = op_kind::loss;
   std::int32_t stage = 0;
-  byte_range input;            // a_k (a_L for the loss)
-  byte_range output;           // forward: a_{k+1}; backward: a_{k+1} in the tape
+  byte_range input;            // a_k (a_L for the loss); a transfer's source (W: the host copy)
+  byte_range output;           // forward: a_{k+1}; backward: a_{k+1} in the tape; O, P: target
   byte_range saved;            // the tape beyond a_{k+1} (forward when recording, backward)
   byte_range output_gradient;  // backward: g_{k+1}
   byte_range input_gradient;   // backward: g_k; loss: g_L
   byte_range workspace;
 };
 
+// An op on another stream that must end before a step starts.
+struct dependency {
+  std::size_t op = 0;
+  bool memory = false;  // it frees bytes the step writes (else the step reads what it made)
+};
+
 struct program {
   std::vector<program_step> steps;
+  std::vector<dependency> waits;         // what step i waits for: waits[waits_begin[i] .. [i+1])
+  std::vector<std::size_t> waits_begin;
   std::vector<buffer_id> created;          // buffers created by step i (the input a_0 excluded)
   std::vector<std::size_t> created_begin;  //   are created[created_begin[i] .. [i+1])
   std::vector<buffer_id> dropped;          // buffers dropped after step i (none after the last)
@@ -70,7 +79,7 @@ inline program make_program(const memory_plan& m) {
     ps.kind = s.op.kind;
     ps.stage = s.op.stage;
     ps.input = {s.input, 0, s.input_size};
-    ps.workspace = whole(s.workspace);
+    if (!is_transfer(s.op.kind)) ps.workspace = whole(s.workspace);
     switch (s.op.kind) {
       case op_kind::loss: ps.input_gradient = whole(s.output); break;
       case op_kind::backward:
@@ -90,9 +99,10 @@ inline program make_program(const memory_plan& m) {
         break;
       case op_kind::offload:
       case op_kind::prefetch:
-      case op_kind::wait:
-        throw std::invalid_argument("executor: the plan has a transfer op (" + to_string(s.op) +
-                                    "); executors run schedules without offloading only");
+        ps.input = whole(s.input);
+        ps.output = whole(s.output);
+        break;
+      case op_kind::wait: ps.input = whole(s.input); break;
     }
     p.steps.push_back(ps);
   }
@@ -117,6 +127,11 @@ inline program make_program(const memory_plan& m) {
     if (b.last_op + 1 < n) p.dropped[dropped_at[b.last_op]++] = static_cast<buffer_id>(id);
   }
   p.input_gradient = m.steps.back().output;
+  p.waits_begin.assign(n + 1, 0);
+  for (const wait& w : m.waits) ++p.waits_begin[w.after + 1];
+  for (std::size_t i = 0; i < n; ++i) p.waits_begin[i + 1] += p.waits_begin[i];
+  p.waits.reserve(m.waits.size());
+  for (const wait& w : m.waits) p.waits.push_back({w.before, w.why == wait_reason::memory});
   return p;
 }
 
