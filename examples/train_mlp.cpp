@@ -164,9 +164,11 @@ class mlp {
   float loss_ = 0.0f;
 };
 
-// Trains `net` for `steps` steps within `budget` bytes; false if no schedule fits once placed.
-bool train(remat::size_type budget, int steps, mlp& net) {
-  const remat::plan_result p = remat::plan(net.chain(), budget);
+// Trains `net` for `steps` steps within `budget` bytes, by the schedule `solver` finds for
+// `chain` (the net's, perhaps with a link to host memory); false if no schedule fits once placed.
+bool train(remat::size_type budget, int steps, mlp& net, const remat::chain& chain,
+           remat::solver solver = remat::solver::optimal) {
+  const remat::plan_result p = remat::plan(chain, budget, {.solve = {.solver = solver}});
   if (!p.feasible) {
     std::printf("%9lld bytes: %s\n", static_cast<long long>(budget), p.reason.c_str());
     return false;
@@ -186,10 +188,14 @@ bool train(remat::size_type budget, int steps, mlp& net) {
   const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
   std::printf(
       "%9lld bytes: arena %7lld (lower bound %7lld, x%.3f), %3zu ops, %6.2f ms/step, "
-      "loss %.4f -> %.4f\n",
+      "loss %.4f -> %.4f",
       static_cast<long long>(budget), static_cast<long long>(p.memory.arena_bytes),
       static_cast<long long>(p.memory.lower_bound), p.memory.ratio(), p.solution.plan.ops.size(),
       took.count() / steps, first_loss, net.last_loss());
+  if (p.memory.has_transfers())
+    std::printf(", host pool %lld, %zu waits between streams",
+                static_cast<long long>(p.memory.host_bytes), p.memory.waits.size());
+  std::printf("\n");
   return true;
 }
 
@@ -206,11 +212,23 @@ int train_under_budgets() {
       "%zu layers: store-all needs %lld bytes of activations, the least any schedule "
       "needs is %lld\n",
       widths.size() - 1, static_cast<long long>(store_all), static_cast<long long>(least));
-  train(store_all + 4096, steps, reference);
+  train(store_all + 4096, steps, reference, chain);
   int identical = 0, runs = 0;
   for (const remat::size_type budget : {store_all * 3 / 4, store_all / 2, least + least / 10}) {
     mlp net(batch, widths);
-    if (!train(budget, steps, net)) continue;
+    if (!train(budget, steps, net, chain)) continue;
+    ++runs;
+    identical += net.same_weights(reference);
+  }
+  // With a link to host memory that moves an activation in about a quarter of a layer's forward
+  // (bytes per time unit of the chain), activations may go to the host and back instead: the
+  // copies run on two threads beside the compute.
+  remat::chain linked = chain;
+  linked.transfer = {4.0, 4.0};
+  std::printf("offloading to host memory as well:\n");
+  for (const remat::size_type budget : {store_all / 2, least + least / 10}) {
+    mlp net(batch, widths);
+    if (!train(budget, steps, net, linked, remat::solver::offload)) continue;
     ++runs;
     identical += net.same_weights(reference);
   }
