@@ -357,6 +357,31 @@ constexpr std::string check_steps(const memory_plan& m) {
   return {};
 }
 
+// Calls `visit(i, j)` for every pair of buffers of one pool that share a byte (buffer i starting
+// no higher than j), until it returns true; returns whether one did. Sorting by pool and offset
+// makes it O(n log n) plus the pairs that overlap.
+template <class Visit>
+constexpr bool any_sharing_pair(const memory_plan& m, Visit&& visit) {
+  std::vector<std::size_t> by_offset;
+  for (std::size_t id = 0; id < m.buffers.size(); ++id)
+    if (m.buffers[id].size > 0) by_offset.push_back(id);
+  std::sort(by_offset.begin(), by_offset.end(), [&](std::size_t i, std::size_t j) {
+    const buffer& p = m.buffers[i];
+    const buffer& q = m.buffers[j];
+    if (p.on_host != q.on_host) return q.on_host;
+    return p.offset != q.offset ? p.offset < q.offset : i < j;
+  });
+  for (std::size_t p = 0; p < by_offset.size(); ++p) {
+    const buffer& b = m.buffers[by_offset[p]];
+    for (std::size_t q = p + 1; q < by_offset.size(); ++q) {
+      const buffer& c = m.buffers[by_offset[q]];
+      if (c.on_host != b.on_host || c.offset >= b.offset + b.size) break;  // nor any later one
+      if (visit(by_offset[p], by_offset[q])) return true;
+    }
+  }
+  return false;
+}
+
 // A point in the predicted run where memory changes: (time, op, 0) for an allocation at an op's
 // start, (time, op, 1) for a free at the end of the ops that free a buffer (op: the later one).
 // Two buffers may share bytes when one's free comes before the other's allocation; at a tie of
@@ -438,30 +463,15 @@ constexpr void place_with_transfers(memory_plan& m, const replay_result& r,
       if (id != no_buffer && id != memory_plan::input())
         need(m.buffers[id].first_op, i, wait_reason::data);
   }
-  std::vector<std::size_t> by_offset;
-  for (std::size_t id = 0; id < nb; ++id)
-    if (m.buffers[id].size > 0) by_offset.push_back(id);
-  std::sort(by_offset.begin(), by_offset.end(), [&](std::size_t i, std::size_t j) {
-    const buffer& p = m.buffers[i];
-    const buffer& q = m.buffers[j];
-    if (p.on_host != q.on_host) return q.on_host;
-    return p.offset != q.offset ? p.offset < q.offset : i < j;
+  any_sharing_pair(m, [&](std::size_t bi, std::size_t ci) {
+    // They share bytes, so one is freed before the other is allocated.
+    const bool b_first = freed[bi] < alloc[ci];
+    const buffer& earlier = m.buffers[b_first ? bi : ci];
+    const std::size_t later_op = m.buffers[b_first ? ci : bi].first_op;
+    need(earlier.last_op, later_op, wait_reason::memory);
+    need(earlier.last_read, later_op, wait_reason::memory);
+    return false;
   });
-  for (std::size_t p = 0; p < by_offset.size(); ++p) {
-    const std::size_t bi = by_offset[p];
-    const buffer& b = m.buffers[bi];
-    for (std::size_t q = p + 1; q < by_offset.size(); ++q) {
-      const std::size_t ci = by_offset[q];
-      const buffer& c = m.buffers[ci];
-      if (c.on_host != b.on_host || c.offset >= b.offset + b.size) break;
-      // They share bytes, so one is freed before the other is allocated.
-      const bool b_first = freed[bi] < alloc[ci];
-      const buffer& earlier = b_first ? b : c;
-      const std::size_t later_op = b_first ? c.first_op : b.first_op;
-      need(earlier.last_op, later_op, wait_reason::memory);
-      need(earlier.last_read, later_op, wait_reason::memory);
-    }
-  }
   std::sort(waits.begin(), waits.end(), [](const wait& p, const wait& q) {
     if (p.after != q.after) return p.after < q.after;
     if (p.before != q.before) return p.before < q.before;
@@ -561,30 +571,17 @@ struct check_memory_plan_fn {
       return {"the arena (" + std::to_string(m.arena_bytes) +
               " bytes) is smaller than the lower bound (" + std::to_string(m.lower_bound) + ")"};
 
-    std::vector<std::size_t> by_offset;
-    for (std::size_t i = 0; i < m.buffers.size(); ++i)
-      if (m.buffers[i].size > 0) by_offset.push_back(i);
-    std::sort(by_offset.begin(), by_offset.end(), [&](std::size_t i, std::size_t j) {
-      const buffer& p = m.buffers[i];
-      const buffer& q = m.buffers[j];
-      if (p.on_host != q.on_host) return q.on_host;
-      return p.offset != q.offset ? p.offset < q.offset : i < j;
-    });
-    for (std::size_t p = 0; p < by_offset.size(); ++p) {
-      const std::size_t bi = by_offset[p];
+    std::string overlap;
+    any_sharing_pair(m, [&](std::size_t bi, std::size_t ci) {
       const buffer& b = m.buffers[bi];
-      for (std::size_t q = p + 1; q < by_offset.size(); ++q) {
-        const std::size_t ci = by_offset[q];
-        const buffer& other = m.buffers[ci];
-        if (other.on_host != b.on_host || other.offset >= b.offset + b.size)
-          break;  // no later one starts inside b either
-        if (!freed_before(m, b, other, ci == memory_plan::input()) &&
-            !freed_before(m, other, b, bi == memory_plan::input()))
-          return {to_string(b, bi) + " and " + to_string(other, ci) +
-                  " overlap while both may be live"};
-      }
-    }
-    return {};
+      const buffer& c = m.buffers[ci];
+      if (freed_before(m, b, c, ci == memory_plan::input()) ||
+          freed_before(m, c, b, bi == memory_plan::input()))
+        return false;
+      overlap = to_string(b, bi) + " and " + to_string(c, ci) + " overlap while both may be live";
+      return true;
+    });
+    return {overlap};
   }
 };
 }  // namespace detail
@@ -643,30 +640,12 @@ struct check_run_fn {
       live += c.bytes;
       out.live_peak = std::max(out.live_peak, live);
     }
-    std::vector<std::size_t> by_offset;
-    for (std::size_t id = 0; id < nb; ++id)
-      if (m.buffers[id].size > 0) by_offset.push_back(id);
-    std::sort(by_offset.begin(), by_offset.end(), [&](std::size_t i, std::size_t j) {
-      const buffer& p = m.buffers[i];
-      const buffer& q = m.buffers[j];
-      if (p.on_host != q.on_host) return q.on_host;
-      return p.offset != q.offset ? p.offset < q.offset : i < j;
+    any_sharing_pair(m, [&](std::size_t bi, std::size_t ci) {
+      if (to[bi] <= from[ci] || to[ci] <= from[bi]) return false;
+      out.problem = to_string(m.buffers[bi], bi) + " and " + to_string(m.buffers[ci], ci) +
+                    " shared bytes while both were live";
+      return true;
     });
-    for (std::size_t p = 0; p < by_offset.size(); ++p) {
-      const std::size_t bi = by_offset[p];
-      const buffer& b = m.buffers[bi];
-      for (std::size_t q = p + 1; q < by_offset.size(); ++q) {
-        const std::size_t ci = by_offset[q];
-        const buffer& c = m.buffers[ci];
-        if (c.on_host != b.on_host || c.offset >= b.offset + b.size) break;
-        const bool apart = to[bi] <= from[ci] || to[ci] <= from[bi];
-        if (!apart) {
-          out.problem = to_string(b, bi) + " and " + to_string(c, ci) +
-                        " shared bytes while both were live";
-          return out;
-        }
-      }
-    }
     return out;
   }
 };

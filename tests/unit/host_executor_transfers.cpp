@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 #include <nets.hpp>
+#include <offload_chains.hpp>
 #include <random_chain.hpp>
 #include <random_schedule.hpp>
 
@@ -173,15 +174,8 @@ TEST_CASE("a slow offload holds back the op that reuses its bytes: a stall, not 
           "(threads)") {
   // docs/offload.md's chain A in bytes: a_0 (5) offloaded during F_all(0), its bytes reused by the
   // loss (21 with its transient) in an arena of 23.
-  remat::chain c;
-  c.input_size = 5;
-  c.stages = {{4, 4, 1, 1, 0, 0}, {4, 8, 1, 1, 0, 0}};
-  c.loss_time = 1;
-  c.loss_overhead = 20;
-  c.transfer = {5.0 / 4, 5.0 / 4};
-  const std::vector<remat::op> ops = {remat::f_all(0),   remat::offload(0),  remat::f_all(1),
-                                      remat::loss_op(2), remat::backward(1), remat::prefetch(0),
-                                      remat::backward(0)};
+  const remat::chain c = remat::testing::chain_a();
+  const std::vector<remat::op> ops = remat::testing::chain_a_ops();
   const remat::memory_plan m =
       remat::make_memory_plan(c, std::span<const remat::op>(ops), {.alignment = 1});
   REQUIRE(m.arena_bytes == 23);

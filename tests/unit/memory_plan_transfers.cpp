@@ -9,6 +9,7 @@
 #include <remat/solve.hpp>
 
 #include <doctest/doctest.h>
+#include <offload_chains.hpp>
 #include <random_chain.hpp>
 #include <random_schedule.hpp>
 
@@ -26,17 +27,8 @@ namespace {
 using remat::memory_plan;
 using remat::op;
 using remat::size_type;
-
-// docs/offload.md's chain A (a_0 moves in 4 at bandwidth 5/4).
-remat::chain chain_a() {
-  remat::chain c;
-  c.input_size = 5;
-  c.stages = {{4, 4, 1, 1, 0, 0}, {4, 8, 1, 1, 0, 0}};
-  c.loss_time = 1;
-  c.loss_overhead = 20;
-  c.transfer = {5.0 / 4, 5.0 / 4};
-  return c;
-}
+using remat::testing::chain_a;
+using remat::testing::chain_a_ops;
 
 // When each op starts and ends if every op takes `duration(i)`: ops start in issue order, one at
 // a time on each stream, and after the plan's waits, as the executors run them.
@@ -113,9 +105,7 @@ void require_sound(const remat::chain& c, const std::vector<op>& ops, const memo
 
 TEST_CASE("chain A: a_0 offloaded, its range reused by the loss's transient, then prefetched") {
   const remat::chain c = chain_a();
-  const std::vector<op> ops = {remat::f_all(0),   remat::offload(0),  remat::f_all(1),
-                               remat::loss_op(2), remat::backward(1), remat::prefetch(0),
-                               remat::backward(0)};
+  const std::vector<op> ops = chain_a_ops();
   const memory_plan m = remat::make_memory_plan(c, std::span<const op>(ops), {.alignment = 1});
   std::mt19937_64 rng(1);
   require_sound(c, ops, m, rng);
@@ -147,11 +137,8 @@ TEST_CASE("chain A: a_0 offloaded, its range reused by the loss's transient, the
 }
 
 TEST_CASE("chain A at 5/12: the offload ends after the loss starts, so they cannot share bytes") {
-  remat::chain c = chain_a();
-  c.transfer = {5.0 / 12, 5.0 / 12};
-  const std::vector<op> ops = {remat::f_all(0),   remat::offload(0),  remat::f_all(1),
-                               remat::loss_op(2), remat::backward(1), remat::prefetch(0),
-                               remat::backward(0)};
+  const remat::chain c = chain_a(5.0 / 12);
+  const std::vector<op> ops = chain_a_ops();
   const memory_plan m = remat::make_memory_plan(c, std::span<const op>(ops), {.alignment = 1});
   std::mt19937_64 rng(2);
   require_sound(c, ops, m, rng);
@@ -217,9 +204,7 @@ TEST_CASE("the offload solver's schedules plan within the budget on chains with 
 
 TEST_CASE("check_memory_plan refuses a plan that misses a wait") {
   const remat::chain c = chain_a();
-  const std::vector<op> ops = {remat::f_all(0),   remat::offload(0),  remat::f_all(1),
-                               remat::loss_op(2), remat::backward(1), remat::prefetch(0),
-                               remat::backward(0)};
+  const std::vector<op> ops = chain_a_ops();
   const memory_plan m = remat::make_memory_plan(c, std::span<const op>(ops), {.alignment = 1});
   REQUIRE(remat::check_memory_plan(m).ok());
   for (std::size_t w = 0; w < m.waits.size(); ++w) {
@@ -241,9 +226,7 @@ TEST_CASE("check_memory_plan refuses a plan that misses a wait") {
 
 TEST_CASE("check_run finds buffers that shared bytes while both were live") {
   const remat::chain c = chain_a();
-  const std::vector<op> ops = {remat::f_all(0),   remat::offload(0),  remat::f_all(1),
-                               remat::loss_op(2), remat::backward(1), remat::prefetch(0),
-                               remat::backward(0)};
+  const std::vector<op> ops = chain_a_ops();
   const memory_plan m = remat::make_memory_plan(c, std::span<const op>(ops), {.alignment = 1});
   // The loss starts before the offload of a_0 ends: its transient would write over a_0.
   std::vector<double> start = m.start, end = m.end;

@@ -3,6 +3,7 @@
 // docs/model.md's on sequences without transfers.
 #include <remat/simulate.hpp>
 
+#include "offload_chains.hpp"
 #include "random_chain.hpp"
 #include "random_schedule.hpp"
 
@@ -29,18 +30,7 @@ using remat::replay_error;
 using remat::replay_result;
 using remat::tensor_kind;
 using remat::wait_for;
-
-// docs/offload.md's chain A: L = 2, x = [5, 1, 1], xb = [-, 1, 1], fw = [4, 4], bw = [4, 8], loss
-// time 1 and overhead 20, both bandwidths `bandwidth` (5/4: a_0 moves in 4).
-remat::chain chain_a(double bandwidth = 5.0 / 4) {
-  remat::chain c;
-  c.input_size = 5;
-  c.stages = {{4, 4, 1, 1, 0, 0}, {4, 8, 1, 1, 0, 0}};
-  c.loss_time = 1;
-  c.loss_overhead = 20;
-  c.transfer = {bandwidth, bandwidth};
-  return c;
-}
+using remat::testing::chain_a;
 
 replay_result run(const remat::chain& c, const std::vector<op>& ops) {
   return remat::simulate(c, std::span<const op>(ops));

@@ -4,6 +4,7 @@
 // exhaustive search over all op sequences (the gap is printed); bad bandwidths name the field.
 #include <remat/solve.hpp>
 
+#include "offload_chains.hpp"
 #include "random_chain.hpp"
 
 #include <doctest/doctest.h>
@@ -22,16 +23,7 @@ namespace {
 
 using remat::size_type;
 using remat::solver;
-
-remat::chain chain_a() {
-  remat::chain c;
-  c.input_size = 5;
-  c.stages = {{4, 4, 1, 1, 0, 0}, {4, 8, 1, 1, 0, 0}};
-  c.loss_time = 1;
-  c.loss_overhead = 20;
-  c.transfer = {1.25, 1.25};
-  return c;
-}
+using remat::testing::chain_a;
 
 remat::solve_result offload(const remat::chain& c, size_type budget,
                             size_type slots = remat::exact_units) {
