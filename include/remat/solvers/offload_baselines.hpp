@@ -83,28 +83,30 @@ inline std::vector<op> offload_checkpoints(const std::vector<op>& ops) {
   return out;
 }
 
+// The result of `offloaded_store_all(L, input, wait)` on `c` for solver `which`.
+inline solve_result solve_offloaded_store_all(const chain& c, size_type budget, solver which,
+                                              bool input, bool wait) {
+  require_link(c, which);
+  knob_search search(c, budget, which, keep_rule::fastest);
+  search.offer(offloaded_store_all(static_cast<std::int32_t>(c.length()), input, wait));
+  return std::move(search).result();
+}
+
 }  // namespace detail
 
 /// save-on-cpu: store-all with every tape offloaded after its forward and prefetched during the
 /// backward before its own.
 template <chain_like C>
 solve_result solve_save_on_cpu(const C& chain_in, size_type budget, const solve_options& = {}) {
-  const chain c = to_chain(chain_in);
-  detail::require_link(c, solver::save_on_cpu);
-  detail::knob_search search(c, budget, solver::save_on_cpu, detail::keep_rule::fastest);
-  search.offer(detail::offloaded_store_all(static_cast<std::int32_t>(c.length()), false, false));
-  return std::move(search).result();
+  return detail::solve_offloaded_store_all(to_chain(chain_in), budget, solver::save_on_cpu, false,
+                                           false);
 }
 
 /// vDNN: every stage input offloaded during the stage's forward (the next stage waits for it),
 /// prefetched one stage ahead.
 template <chain_like C>
 solve_result solve_vdnn(const C& chain_in, size_type budget, const solve_options& = {}) {
-  const chain c = to_chain(chain_in);
-  detail::require_link(c, solver::vdnn);
-  detail::knob_search search(c, budget, solver::vdnn, detail::keep_rule::fastest);
-  search.offer(detail::offloaded_store_all(static_cast<std::int32_t>(c.length()), true, true));
-  return std::move(search).result();
+  return detail::solve_offloaded_store_all(to_chain(chain_in), budget, solver::vdnn, true, true);
 }
 
 /// checkpoint_sequential with its segment inputs offloaded, the segment count that fits fastest.
