@@ -280,19 +280,24 @@ constexpr replay_result replay_timed(const chain& c, std::span<const op> ops) {
       }
       copy& cp = tape ? t_of(k) : a_of(k);
       const size_type size = tape ? xb(k) : x(k);
+      // What the op needs (docs/offload.md's table), in the order the errors are reported.
+      const replay_error why =
+          o.kind == op_kind::offload
+              ? (!(c.transfer.offload_bandwidth > 0) ? replay_error::no_bandwidth
+                 : !cp.held                          ? replay_error::not_on_device
+                 : cp.host                           ? replay_error::already_on_host
+                                                     : replay_error::none)
+          : o.kind == op_kind::prefetch
+              ? (!(c.transfer.prefetch_bandwidth > 0) ? replay_error::no_bandwidth
+                 : !cp.host                            ? replay_error::no_host_copy
+                 : cp.held                             ? replay_error::output_already_held
+                                                       : replay_error::none)
+              : (!cp.host ? replay_error::no_host_copy : replay_error::none);
+      if (why != replay_error::none) {
+        fail(i, why, tr);
+        break;
+      }
       if (o.kind == op_kind::offload) {
-        if (!(c.transfer.offload_bandwidth > 0)) {
-          fail(i, replay_error::no_bandwidth, tr);
-          break;
-        }
-        if (!cp.held) {
-          fail(i, replay_error::not_on_device, tr);
-          break;
-        }
-        if (cp.host) {
-          fail(i, replay_error::already_on_host, tr);
-          break;
-        }
         start = std::max({previous_start, d2h_end, cp.ready});
         duration = static_cast<double>(size) / c.transfer.offload_bandwidth;
         d2h_end = start + duration;
@@ -302,18 +307,6 @@ constexpr replay_result replay_timed(const chain& c, std::span<const op> ops) {
         held -= size;
         close(cp.interval, std::max(d2h_end, cp.last_read), i, false);
       } else if (o.kind == op_kind::prefetch) {
-        if (!(c.transfer.prefetch_bandwidth > 0)) {
-          fail(i, replay_error::no_bandwidth, tr);
-          break;
-        }
-        if (!cp.host) {
-          fail(i, replay_error::no_host_copy, tr);
-          break;
-        }
-        if (cp.held) {
-          fail(i, replay_error::output_already_held, tr);
-          break;
-        }
         start = std::max({previous_start, h2d_end, cp.offload_end});
         duration = static_cast<double>(size) / c.transfer.prefetch_bandwidth;
         h2d_end = start + duration;
@@ -325,10 +318,6 @@ constexpr replay_result replay_timed(const chain& c, std::span<const op> ops) {
         allocated = size;
         held += size;
       } else {  // wait
-        if (!cp.host) {
-          fail(i, replay_error::no_host_copy, tr);
-          break;
-        }
         start = std::max({previous_start, compute_end, cp.offload_end});
         compute_end = start;
       }
