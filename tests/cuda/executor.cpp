@@ -5,12 +5,20 @@
 // under every solver's schedule at several budgets, eagerly, with poisoning, and as a replayed
 // CUDA graph; parameters, their gradients and g_0 must be bit-identical to store-all. The device
 // memory the executor takes must be its planned arena, and running must allocate nothing.
+//
+// Offloading: the MLP, and a network of integer hashes computed alike on the CPU and the GPU
+// (word_net.hpp), are trained under the offloading solvers' schedules (copies on the executor's
+// copy streams, the plan's waits as events); the GPU's results must be bit-identical to store-all's
+// and to the host executor's on the same plans, eagerly, poisoned and as graphs. A timed run's
+// measured op times must keep the plan (check_run), and running must allocate nothing.
 #include <remat/cuda/error.hpp>
 #include <remat/cuda/executor.hpp>
+#include <remat/host_executor.hpp>  // before plan.hpp: its constructor's `plan` would shadow remat::plan
 #include <remat/plan.hpp>
 
 #include "count_allocations.hpp"
 #include "device_mlp.hpp"
+#include "word_net.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -288,6 +296,224 @@ void errors_name_the_op(cudaStream_t stream) {
   REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+// The four offloading solvers, each at budgets from its least to store-all's peak: `visit(s,
+// budget, plan)` for every plan that fits (arena within the budget, as plan() promises).
+template <class Visit>
+int for_offloading_plans(const remat::chain& c, const std::vector<double>& fractions,
+                         Visit&& visit) {
+  const size_type top = store_all_plan(c).lower_bound;
+  int plans = 0;
+  for (const remat::solver s : {remat::solver::offload, remat::solver::save_on_cpu,
+                                remat::solver::vdnn, remat::solver::sequential_offload}) {
+    const size_type least =
+        remat::solve(c, top, {.solver = s, .slots = remat::exact_units}).min_feasible_budget;
+    EXPECT(least != remat::solve_result::no_budget);
+    if (least == remat::solve_result::no_budget) continue;
+    for (const double f : fractions) {
+      const auto budget = least + static_cast<size_type>(f * static_cast<double>(top - least)) +
+                          static_cast<size_type>(c.length()) * remat::cuda::arena_alignment * 2;
+      const remat::plan_result p = remat::plan(
+          c, budget, {.solve = {.solver = s}, .alignment = remat::cuda::arena_alignment});
+      if (!p.feasible) continue;
+      EXPECT(p.memory.arena_bytes <= budget);
+      ++plans;
+      visit(s, budget, p.memory);
+    }
+  }
+  return plans;
+}
+
+// The word net's offloading plans: the chain, and the host executor's results under store-all.
+struct word_case {
+  std::vector<word_math::u32> words = {1024, 1536, 1024, 2048, 768, 1536, 1024, 2048, 512};
+  word_math::u32 rounds = 3;
+  remat::chain chain() const {
+    remat::chain c = word_net::chain_of(words, rounds);
+    c.transfer = {4.0, 4.0};  // a 4 KiB activation moves in a fifth of its forward
+    return c;
+  }
+  std::size_t stages() const { return words.size() - 1; }
+};
+
+// Without a GPU too: on the host executor, every offloading plan of the word net gives
+// store-all's words (what the GPU's are then compared with).
+void word_net_on_the_host() {
+  const word_case w;
+  const word_net::outcome reference =
+      word_net::train_on_host(store_all_plan(w.chain()), w.stages(), w.rounds);
+  int offloading = 0;
+  const int plans = for_offloading_plans(
+      w.chain(), {0.0, 0.3, 1.0}, [&](remat::solver, size_type, const remat::memory_plan& plan) {
+        offloading += plan.has_transfers();
+        EXPECT(word_net::train_on_host(plan, w.stages(), w.rounds) == reference);
+      });
+  std::printf("word net on the host executor: %d plans (%d offloading) give store-all's words\n",
+              plans, offloading);
+  EXPECT(offloading >= 8);
+}
+
+void word_net_matches_host_executor(cudaStream_t stream) {
+  const word_case w;
+  const remat::chain c = w.chain();
+  const remat::memory_plan all = store_all_plan(c);
+  const word_net::outcome reference = word_net::train_on_host(all, w.stages(), w.rounds);
+  EXPECT(word_net::train_on_device(all, w.stages(), w.rounds, word_net::mode::eager, stream) ==
+         reference);
+  int offloading = 0;
+  const int plans = for_offloading_plans(
+      c, {0.0, 0.3, 1.0}, [&](remat::solver s, size_type budget, const remat::memory_plan& plan) {
+        offloading += plan.has_transfers();
+        for (const word_net::mode m :
+             {word_net::mode::eager, word_net::mode::poison, word_net::mode::graph}) {
+          const bool same =
+              word_net::train_on_device(plan, w.stages(), w.rounds, m, stream) == reference;
+          if (!same)
+            std::fprintf(stderr, "  %s at budget %lld, %s: the GPU's words differ from the host's\n",
+                         std::string(remat::name(s)).c_str(), static_cast<long long>(budget),
+                         word_net::name(m));
+          EXPECT(same);
+        }
+      });
+  std::printf("  word net: %d plans (%d offloading) x 3 modes bit-identical to the host executor\n",
+              plans, offloading);
+}
+
+void mlp_offloading_matches_store_all(const std::vector<int>& widths, cudaStream_t stream) {
+  remat::chain c = device_mlp::chain_of(batch, widths);
+  c.transfer = {8.0, 8.0};  // a typical activation moves in about a quarter of its forward
+  const outcome reference = train(widths, store_all_plan(c), mode::eager, stream);
+  int offloading = 0;
+  const int plans = for_offloading_plans(
+      c, {0.0, 0.5}, [&](remat::solver s, size_type budget, const remat::memory_plan& plan) {
+        offloading += plan.has_transfers();
+        for (const mode m : {mode::eager, mode::poison, mode::graph}) {
+          const bool same = identical(train(widths, plan, m, stream), reference);
+          if (!same)
+            std::fprintf(stderr, "  %s at budget %lld, %s: gradients differ from store-all\n",
+                         std::string(remat::name(s)).c_str(), static_cast<long long>(budget),
+                         name(m));
+          EXPECT(same);
+        }
+      });
+  std::printf("  MLP, %zu stages: %d plans (%d offloading) x 3 modes bit-identical to store-all\n",
+              c.length(), plans, offloading);
+  EXPECT(offloading >= 4);
+}
+
+// An offloading plan of the word net with 256 KiB activations, at save-on-cpu's least budget.
+remat::memory_plan offloading_plan(const std::vector<word_math::u32>& words,
+                                   word_math::u32 rounds) {
+  remat::chain c = word_net::chain_of(words, rounds);
+  c.transfer = {16.0, 16.0};
+  const size_type least =
+      remat::solve(c, remat::max_size, {.solver = remat::solver::save_on_cpu}).min_feasible_budget;
+  const remat::plan_result p =
+      remat::plan(c, least + static_cast<size_type>(c.length()) * 4096,
+                  {.solve = {.solver = remat::solver::save_on_cpu},
+                   .alignment = remat::cuda::arena_alignment});
+  if (!p.feasible || !p.memory.has_transfers())
+    throw std::logic_error("save-on-cpu found no offloading plan: " + p.reason);
+  return p.memory;
+}
+
+void offloading_runs_allocate_nothing_and_keep_the_plan(cudaStream_t stream) {
+  const std::vector<word_math::u32> words(9, 65536);
+  constexpr word_math::u32 rounds = 16;
+  const remat::memory_plan plan = offloading_plan(words, rounds);
+  word_net::device_word_net net(words.size() - 1, rounds);
+  remat::cuda::executor ex(plan, stream, {.timing = true});
+  EXPECT(plan.host_bytes > 0);
+  EXPECT(ex.host_pool().size() == static_cast<std::size_t>(plan.host_bytes));
+  EXPECT(ex.offload_stream() != nullptr && ex.prefetch_stream() != nullptr);
+  bool before_run = false;
+  try {
+    (void)ex.last_run();
+  } catch (const std::logic_error&) {
+    before_run = true;
+  }
+  EXPECT(before_run);
+
+  net.zero_gradients(stream);
+  ex.run(net);  // loads the kernels' module
+  REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::size_t free_warm = 0, free_after = 0, total = 0;
+  REMAT_CUDA_CHECK(cudaMemGetInfo(&free_warm, &total));
+  EXPECT(allocations_during([&] {
+           for (int i = 0; i < 3; ++i) ex.run(net);
+         }) == 0);
+  REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  REMAT_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+  EXPECT(free_after == free_warm);
+
+  // The times the events measured: every buffer's bytes were free when it was created.
+  const remat::cuda::run_times& t = ex.last_run();
+  const remat::run_memory seen = remat::check_run(plan, t.start, t.end);
+  if (!seen.ok()) std::fprintf(stderr, "  a measured run broke the plan: %s\n", seen.problem.c_str());
+  EXPECT(seen.ok());
+  EXPECT(seen.live_peak <= plan.arena_bytes);
+  bool ordered = t.seconds > 0;
+  for (std::size_t i = 0; i < t.start.size(); ++i) ordered = ordered && t.end[i] >= t.start[i];
+  EXPECT(ordered);
+  std::printf("  a timed offloading run: %zu ops in %.3f ms, check_run: %s\n", t.start.size(),
+              t.seconds * 1e3, seen.ok() ? "kept" : seen.problem.c_str());
+
+  ex.capture(net);
+  ex.replay();
+  REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  REMAT_CUDA_CHECK(cudaMemGetInfo(&free_warm, &total));
+  EXPECT(allocations_during([&] {
+           for (int i = 0; i < 3; ++i) ex.replay();
+         }) == 0);
+  REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  REMAT_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+  EXPECT(free_after == free_warm);
+}
+
+struct throwing_word_loss {
+  word_net::device_word_net& net;
+  void forward(const remat::cuda::forward_call& f, cudaStream_t s) { net.forward(f, s); }
+  void backward(const remat::cuda::backward_call& b, cudaStream_t s) { net.backward(b, s); }
+  void loss(const remat::cuda::loss_call&, cudaStream_t) { throw std::runtime_error("no loss"); }
+};
+
+// A capture that fails halfway, with copies already forked off the stream, leaves the stream
+// out of capture and the executor usable; its later runs give the host executor's results.
+void offloading_capture_failure_leaves_a_usable_stream(cudaStream_t stream) {
+  const std::vector<word_math::u32> words(7, 4096);
+  constexpr word_math::u32 rounds = 2;
+  const remat::memory_plan plan = offloading_plan(words, rounds);
+  const std::size_t stages = words.size() - 1;
+  word_net::device_word_net net(stages, rounds);
+  remat::cuda::executor ex(plan, stream);
+  bool thrown = false;
+  try {
+    ex.capture(throwing_word_loss{net});
+  } catch (const std::runtime_error& e) {
+    thrown = std::string(e.what()) == "no loss";
+  }
+  EXPECT(thrown);
+  EXPECT(!ex.captured());
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+  REMAT_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  EXPECT(status == cudaStreamCaptureStatusNone);
+  (void)cudaGetLastError();  // what the abandoned capture left is not the next run's
+  bool ran = true;
+  try {
+    const std::vector<word_math::u32> x = word_net::input_of(ex.input().size / 4, 0);
+    REMAT_CUDA_CHECK(cudaMemcpyAsync(ex.input().data, x.data(), ex.input().size,
+                                     cudaMemcpyHostToDevice, stream));
+    net.zero_gradients(stream);
+    ex.run(net);
+    net.update(stream);
+    const word_net::outcome got = net.result(ex.input_gradient(), stream);
+    EXPECT(got == word_net::train_on_host(plan, stages, rounds, 1));
+  } catch (const std::exception& e) {
+    ran = false;
+    std::fprintf(stderr, "  a run after the failed capture threw: %s\n", e.what());
+  }
+  EXPECT(ran);
+}
+
 int no_device(cudaError_t why) {
   // Allocating an arena must fail with a cuda_error that names cudaMalloc.
   bool caught = false;
@@ -298,10 +524,17 @@ int no_device(cudaError_t why) {
     std::printf("without a device, building an executor throws: %s\n", e.what());
   }
   EXPECT(caught);
+  caught = false;
+  try {
+    remat::cuda::executor ex(offloading_plan(std::vector<word_math::u32>(5, 1024), 1), nullptr);
+  } catch (const remat::cuda_error& e) {
+    caught = e.status() != cudaSuccess && e.call().find("cudaMalloc") != std::string::npos;
+  }
+  EXPECT(caught);
   if (failures > 0) return 1;
   std::printf(
-      "SKIP: no CUDA device (%s): %d checks of the error type passed, the GPU tests were "
-      "not run\n",
+      "SKIP: no CUDA device (%s): %d checks of the error type and of the host's word net "
+      "passed, the GPU tests were not run\n",
       cudaGetErrorName(why), checks);
   return 77;
 }
@@ -311,6 +544,7 @@ int no_device(cudaError_t why) {
 int main() {
   try {
     error_type();
+    word_net_on_the_host();
     int devices = 0;
     const cudaError_t found = cudaGetDeviceCount(&devices);
     if (found != cudaSuccess || devices == 0)
@@ -327,6 +561,12 @@ int main() {
     memory_is_the_arena(stream);
     std::printf("errors\n");
     errors_name_the_op(stream);
+    std::printf("offloading\n");
+    word_net_matches_host_executor(stream);
+    mlp_offloading_matches_store_all({64, 96, 48, 128, 80, 96, 64, 112, 48, 80, 96, 64, 10},
+                                     stream);
+    offloading_runs_allocate_nothing_and_keep_the_plan(stream);
+    offloading_capture_failure_leaves_a_usable_stream(stream);
     REMAT_CUDA_CHECK(cudaStreamDestroy(stream));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "FAILED: unexpected exception: %s\n", e.what());
