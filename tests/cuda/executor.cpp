@@ -368,7 +368,8 @@ void word_net_matches_host_executor(cudaStream_t stream) {
           const bool same =
               word_net::train_on_device(plan, w.stages(), w.rounds, m, stream) == reference;
           if (!same)
-            std::fprintf(stderr, "  %s at budget %lld, %s: the GPU's words differ from the host's\n",
+            std::fprintf(stderr,
+                         "  %s at budget %lld, %s: the GPU's words differ from the host's\n",
                          std::string(remat::name(s)).c_str(), static_cast<long long>(budget),
                          word_net::name(m));
           EXPECT(same);
@@ -407,10 +408,9 @@ remat::memory_plan offloading_plan(const std::vector<word_math::u32>& words,
   c.transfer = {16.0, 16.0};
   const size_type least =
       remat::solve(c, remat::max_size, {.solver = remat::solver::save_on_cpu}).min_feasible_budget;
-  const remat::plan_result p =
-      remat::plan(c, least + static_cast<size_type>(c.length()) * 4096,
-                  {.solve = {.solver = remat::solver::save_on_cpu},
-                   .alignment = remat::cuda::arena_alignment});
+  const remat::plan_result p = remat::plan(
+      c, least + static_cast<size_type>(c.length()) * 4096,
+      {.solve = {.solver = remat::solver::save_on_cpu}, .alignment = remat::cuda::arena_alignment});
   if (!p.feasible || !p.memory.has_transfers())
     throw std::logic_error("save-on-cpu found no offloading plan: " + p.reason);
   return p.memory;
@@ -448,7 +448,8 @@ void offloading_runs_allocate_nothing_and_keep_the_plan(cudaStream_t stream) {
   // The times the events measured: every buffer's bytes were free when it was created.
   const remat::cuda::run_times& t = ex.last_run();
   const remat::run_memory seen = remat::check_run(plan, t.start, t.end);
-  if (!seen.ok()) std::fprintf(stderr, "  a measured run broke the plan: %s\n", seen.problem.c_str());
+  if (!seen.ok())
+    std::fprintf(stderr, "  a measured run broke the plan: %s\n", seen.problem.c_str());
   EXPECT(seen.ok());
   EXPECT(seen.live_peak <= plan.arena_bytes);
   bool ordered = t.seconds > 0;

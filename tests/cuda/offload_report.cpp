@@ -117,14 +117,13 @@ remat::memory_plan store_all_plan(const remat::chain& c) {
 std::optional<remat::plan_result> offloading_plan(const remat::chain& c, remat::solver s,
                                                   double share) {
   const size_type top = store_all_plan(c).lower_bound;
-  const size_type least =
-      remat::solve(c, top, {.solver = s}).min_feasible_budget;
+  const size_type least = remat::solve(c, top, {.solver = s}).min_feasible_budget;
   if (least == remat::solve_result::no_budget) return std::nullopt;
   for (const double extra : {share, share + 0.05, share + 0.15, share + 0.3}) {
     const auto budget = least + static_cast<size_type>(extra * static_cast<double>(top - least)) +
                         static_cast<size_type>(c.length()) * remat::cuda::arena_alignment * 2;
-    remat::plan_result p = remat::plan(
-        c, budget, {.solve = {.solver = s}, .alignment = remat::cuda::arena_alignment});
+    remat::plan_result p =
+        remat::plan(c, budget, {.solve = {.solver = s}, .alignment = remat::cuda::arena_alignment});
     if (p.feasible && p.memory.has_transfers()) return p;
   }
   return std::nullopt;
@@ -145,19 +144,19 @@ bool check_results(cudaStream_t stream) {
       if (!p) continue;
       ++plans;
       const bool host = word_net::train_on_host(p->memory, stages, rounds) == reference;
-      const bool eager = word_net::train_on_device(p->memory, stages, rounds,
-                                                   word_net::mode::eager, stream) == reference;
-      const bool graph = word_net::train_on_device(p->memory, stages, rounds,
-                                                   word_net::mode::graph, stream) == reference;
+      const bool eager = word_net::train_on_device(p->memory, stages, rounds, word_net::mode::eager,
+                                                   stream) == reference;
+      const bool graph = word_net::train_on_device(p->memory, stages, rounds, word_net::mode::graph,
+                                                   stream) == reference;
       std::size_t copies = 0;
       for (const remat::step& st : p->memory.steps) copies += remat::is_transfer(st.op.kind);
-      std::printf("  %-18s arena %6.2f MiB, host pool %6.2f MiB, %2zu transfer ops: host %s, "
-                  "CUDA eager %s, CUDA graph %s\n",
-                  std::string(remat::name(s)).c_str(),
-                  static_cast<double>(p->memory.arena_bytes) / (1 << 20),
-                  static_cast<double>(p->memory.host_bytes) / (1 << 20), copies,
-                  host ? "same" : "DIFFERENT", eager ? "same" : "DIFFERENT",
-                  graph ? "same" : "DIFFERENT");
+      std::printf(
+          "  %-18s arena %6.2f MiB, host pool %6.2f MiB, %2zu transfer ops: host %s, "
+          "CUDA eager %s, CUDA graph %s\n",
+          std::string(remat::name(s)).c_str(),
+          static_cast<double>(p->memory.arena_bytes) / (1 << 20),
+          static_cast<double>(p->memory.host_bytes) / (1 << 20), copies,
+          host ? "same" : "DIFFERENT", eager ? "same" : "DIFFERENT", graph ? "same" : "DIFFERENT");
       all = all && host && eager && graph;
     }
   std::printf("  %d offloading plans: %s\n", plans,
@@ -246,8 +245,8 @@ bool report_overlap(int mib, int stages, const bandwidths& l, cudaStream_t strea
   const double copy_ms = bytes / (l.d2h_gbs * 1e6);
   constexpr u32 probe = 64;
   const double probe_ms = stage_ms(n, probe, stream).first;
-  const auto rounds = static_cast<u32>(
-      std::clamp(std::lround(probe * copy_ms / probe_ms), 1L, 1L << 20));
+  const auto rounds =
+      static_cast<u32>(std::clamp(std::lround(probe * copy_ms / probe_ms), 1L, 1L << 20));
   const auto [fw, bw] = stage_ms(n, rounds, stream);
   const std::vector<u32> words(static_cast<std::size_t>(stages) + 1, n);
   remat::chain c = word_net::chain_of(words, rounds);
@@ -256,9 +255,10 @@ bool report_overlap(int mib, int stages, const bandwidths& l, cudaStream_t strea
     s.backward_time = bw;
   }
   c.transfer = {l.d2h_gbs * 1e6, l.h2d_gbs * 1e6};  // bytes per ms
-  std::printf("  %d stages of %d MiB activations (tapes %d MiB), %u hash rounds: forward %.3f ms, "
-              "backward %.3f ms, copying an activation %.3f ms\n",
-              stages, mib, 2 * mib, rounds, fw, bw, copy_ms);
+  std::printf(
+      "  %d stages of %d MiB activations (tapes %d MiB), %u hash rounds: forward %.3f ms, "
+      "backward %.3f ms, copying an activation %.3f ms\n",
+      stages, mib, 2 * mib, rounds, fw, bw, copy_ms);
 
   const remat::memory_plan all = store_all_plan(c);
   const measured reference = run_timed(all, c.length(), rounds, stream);
@@ -285,8 +285,9 @@ bool report_overlap(int mib, int stages, const bandwidths& l, cudaStream_t strea
                 m.kept ? "yes" : "NO", same ? "same" : "DIFFERENT");
     if (!m.kept) std::printf("    the measured run broke the plan: %s\n", m.problem.c_str());
   }
-  std::printf("  overlap: the share of the copies' time during which a kernel of the step ran; "
-              "kept: check_run on the measured times found no bytes shared while live\n");
+  std::printf(
+      "  overlap: the share of the copies' time during which a kernel of the step ran; "
+      "kept: check_run on the measured times found no bytes shared while live\n");
   return all_same;
 }
 

@@ -8,8 +8,12 @@ unsigned blocks(u32 n) {
   const u32 b = (n + threads - 1) / threads;
   return b == 0 ? 1u : b > 65535u ? 65535u : b;
 }
-__device__ u32 first() { return blockIdx.x * blockDim.x + threadIdx.x; }
-__device__ u32 stride() { return gridDim.x * blockDim.x; }
+__device__ u32 first() {
+  return blockIdx.x * blockDim.x + threadIdx.x;
+}
+__device__ u32 stride() {
+  return gridDim.x * blockDim.x;
+}
 
 // Adds each thread's `v` to *sum: a warp's first, then one atomic per warp.
 __device__ void add_to(u32* sum, u32 v) {
@@ -17,8 +21,8 @@ __device__ void add_to(u32* sum, u32 v) {
   if (threadIdx.x % 32 == 0) atomicAdd(sum, v);
 }
 
-__global__ void forward_kernel(const u32* in, u32 n_in, u32* z, u32* out, u32 n_out,
-                               const u32* w, u32 rounds) {
+__global__ void forward_kernel(const u32* in, u32 n_in, u32* z, u32* out, u32 n_out, const u32* w,
+                               u32 rounds) {
   const u32 wk = *w;
   for (u32 j = first(); j < n_out; j += stride()) {
     const u32 zj = word_math::forward_z(in, n_in, n_out, j, wk, rounds);
@@ -39,8 +43,7 @@ __global__ void output_gradient_kernel(const u32* out, const u32* z, const u32* 
   add_to(dw, sum);
 }
 
-__global__ void input_gradient_kernel(const u32* in, u32 n_in, const u32* dz, u32 n_out,
-                                      u32* gin) {
+__global__ void input_gradient_kernel(const u32* in, u32 n_in, const u32* dz, u32 n_out, u32* gin) {
   for (u32 i = first(); i < n_in; i += stride())
     gin[i] = word_math::input_gradient(in, n_in, dz, n_out, i);
 }
@@ -68,7 +71,7 @@ void forward(const u32* in, u32 n_in, u32* z, u32* out, u32 n_out, const u32* w,
 void backward(const u32* in, u32 n_in, const u32* out, const u32* z, const u32* g, u32* dz,
               u32* gin, u32 n_out, const u32* w, u32* dw, u32 rounds, cudaStream_t stream) {
   output_gradient_kernel<<<blocks(n_out), threads, 0, stream>>>(out, z, g, dz, n_out, w, dw,
-                                                                 rounds);
+                                                                rounds);
   input_gradient_kernel<<<blocks(n_in), threads, 0, stream>>>(in, n_in, dz, n_out, gin);
 }
 

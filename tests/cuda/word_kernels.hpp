@@ -46,7 +46,9 @@ REMAT_WORD_HD inline u32 forward_z(const u32* in, u32 n_in, u32 n_out, u32 j, u3
     for (u32 i = j; i < n_in; i += n_out) h = mix(h, in[i]);
   return churn(h, rounds);
 }
-REMAT_WORD_HD inline u32 activate(u32 z) { return mix(z, 0x51ED27u); }
+REMAT_WORD_HD inline u32 activate(u32 z) {
+  return mix(z, 0x51ED27u);
+}
 REMAT_WORD_HD inline u32 output_gradient(u32 g, u32 z, u32 out, u32 w, u32 rounds) {
   return churn(mix(mix(g, z), out) ^ w, rounds);
 }
@@ -58,9 +60,15 @@ REMAT_WORD_HD inline u32 input_gradient(const u32* in, u32 n_in, const u32* dz, 
     for (u32 j = i; j < n_out; j += n_in) h = mix(h, dz[j]);
   return h;
 }
-REMAT_WORD_HD inline u32 weight_term(u32 dz, u32 j) { return dz * (2u * j + 1u); }
-REMAT_WORD_HD inline u32 loss_gradient(u32 a, u32 j) { return mix(a, j ^ 0xA5A5A5A5u); }
-REMAT_WORD_HD inline u32 update(u32 w, u32 dw) { return mix(w, dw); }
+REMAT_WORD_HD inline u32 weight_term(u32 dz, u32 j) {
+  return dz * (2u * j + 1u);
+}
+REMAT_WORD_HD inline u32 loss_gradient(u32 a, u32 j) {
+  return mix(a, j ^ 0xA5A5A5A5u);
+}
+REMAT_WORD_HD inline u32 update(u32 w, u32 dw) {
+  return mix(w, dw);
+}
 
 }  // namespace word_math
 

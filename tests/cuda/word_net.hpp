@@ -141,8 +141,8 @@ class device_word_net {
     void* p = nullptr;
     REMAT_CUDA_CHECK(cudaMalloc(&p, host.size() * sizeof(u32)));
     memory_ = static_cast<u32*>(p);
-    REMAT_CUDA_CHECK(cudaMemcpy(memory_, host.data(), host.size() * sizeof(u32),
-                                cudaMemcpyHostToDevice));
+    REMAT_CUDA_CHECK(
+        cudaMemcpy(memory_, host.data(), host.size() * sizeof(u32), cudaMemcpyHostToDevice));
     REMAT_CUDA_CHECK(cudaDeviceSynchronize());
   }
   device_word_net(const device_word_net&) = delete;
@@ -151,8 +151,9 @@ class device_word_net {
 
   void forward(const remat::cuda::forward_call& f, cudaStream_t s) {
     const auto k = static_cast<std::size_t>(f.stage);
-    word_kernels::forward(f.input.as<u32>(), n(f.input), (f.recording ? f.saved : f.workspace).as<u32>(),
-                          f.output.as<u32>(), n(f.output), memory_ + k, rounds_, s);
+    word_kernels::forward(f.input.as<u32>(), n(f.input),
+                          (f.recording ? f.saved : f.workspace).as<u32>(), f.output.as<u32>(),
+                          n(f.output), memory_ + k, rounds_, s);
   }
   void backward(const remat::cuda::backward_call& c, cudaStream_t s) {
     const auto k = static_cast<std::size_t>(c.stage);
@@ -179,8 +180,8 @@ class device_word_net {
     out.input_gradient.resize(g0.size / sizeof(u32));
     REMAT_CUDA_CHECK(cudaMemcpyAsync(host.data(), memory_, host.size() * sizeof(u32),
                                      cudaMemcpyDeviceToHost, s));
-    REMAT_CUDA_CHECK(cudaMemcpyAsync(out.input_gradient.data(), g0.data, g0.size,
-                                     cudaMemcpyDeviceToHost, s));
+    REMAT_CUDA_CHECK(
+        cudaMemcpyAsync(out.input_gradient.data(), g0.data, g0.size, cudaMemcpyDeviceToHost, s));
     REMAT_CUDA_CHECK(cudaStreamSynchronize(s));
     const auto stages = static_cast<std::ptrdiff_t>(stages_);
     out.w.assign(host.begin(), host.begin() + stages);

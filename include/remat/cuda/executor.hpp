@@ -328,11 +328,11 @@ class executor {
   }
 
   [[nodiscard]] std::string describe(const detail::program_step& s, std::size_t i) const {
-    const std::string what = s.kind == op_kind::loss ? std::string("the user's loss")
-                             : s.kind == op_kind::backward
-                                 ? "the user's backward(" + std::to_string(s.stage) + ")"
-                             : is_transfer(s.kind) ? to_string(plan_.steps[i].op)
-                                                   : "the user's forward(" + std::to_string(s.stage) + ")";
+    const std::string what =
+        s.kind == op_kind::loss       ? std::string("the user's loss")
+        : s.kind == op_kind::backward ? "the user's backward(" + std::to_string(s.stage) + ")"
+        : is_transfer(s.kind)         ? to_string(plan_.steps[i].op)
+                                      : "the user's forward(" + std::to_string(s.stage) + ")";
     return what + ", op " + std::to_string(i) + " of the schedule";
   }
 
@@ -420,13 +420,13 @@ class executor {
   bool transfers_ = false;
   std::unique_ptr<std::byte, free_device> arena_;
   std::unique_ptr<std::byte, free_host> host_pool_;
-  stream_ptr copy_streams_[2];    // d2h, h2d; plans with transfers only
-  event_ptr fork_, join_[2];      // a run's fork from the stream and join back, per copy stream
-  std::vector<event_ptr> done_;   // per op, recorded after it (transfers or timing)
+  stream_ptr copy_streams_[2];      // d2h, h2d; plans with transfers only
+  event_ptr fork_, join_[2];        // a run's fork from the stream and join back, per copy stream
+  std::vector<event_ptr> done_;     // per op, recorded after it (transfers or timing)
   std::vector<event_ptr> started_;  // per op, recorded before it (timing)
   event_ptr run_begin_, run_end_;   // timing
   run_times times_;
-  bool timed_ = false;  // the last run was timed and finished enqueuing
+  bool timed_ = false;                 // the last run was timed and finished enqueuing
   std::vector<host_fill> host_fills_;  // poison: per entry of program_.dropped that is on the host
   graph_exec_ptr graph_exec_;
 };
