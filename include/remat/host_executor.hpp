@@ -83,8 +83,8 @@ class host_executor {
  public:
   /// Takes a plan (checked with `check_memory_plan`; `std::invalid_argument` if unsound) and
   /// allocates its arena, aligned to the plan's alignment.
-  explicit host_executor(memory_plan plan, host_executor_options options = {})
-      : plan_(std::move(plan)),
+  explicit host_executor(memory_plan memory, host_executor_options options = {})
+      : plan_(std::move(memory)),
         program_(detail::make_program(plan_)),
         options_(std::move(options)),
         bases_(plan_.buffers.size(), nullptr) {
