@@ -4,43 +4,19 @@
 #pragma once
 
 #include <remat/concepts.hpp>
+#include <remat/torch/detail/rng.hpp>
 #include <remat/torch/stage.hpp>
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 namespace remat::torch::detail {
-
-// The CPU generator's whole state (what dropout draws from), without allocating a tensor.
-struct rng_state {
-  at::mt19937 engine;
-  c10::optional<float> next_float;
-  c10::optional<double> next_double;
-};
-
-inline rng_state save_rng() {
-  at::Generator g = at::detail::getDefaultCPUGenerator();  // a handle to the one generator
-  const std::lock_guard<std::mutex> lock(g.mutex());
-  auto* impl = g.get<at::CPUGeneratorImpl>();
-  return {impl->engine(), impl->next_float_normal_sample(), impl->next_double_normal_sample()};
-}
-
-inline void restore_rng(const rng_state& s) {
-  at::Generator g = at::detail::getDefaultCPUGenerator();  // a handle to the one generator
-  const std::lock_guard<std::mutex> lock(g.mutex());
-  auto* impl = g.get<at::CPUGeneratorImpl>();
-  impl->set_engine(s.engine);
-  impl->set_next_float_normal_sample(s.next_float);
-  impl->set_next_double_normal_sample(s.next_double);
-}
 
 // Puts `from` into `to` through `variable_data()` (Python's `.data`): putting a buffer back must
 // not bump its version, or a tape that saved it (batch norm saves its running statistics) would

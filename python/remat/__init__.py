@@ -1,0 +1,70 @@
+"""remat: activation rematerialization schedules, solved exactly (the C++ library, compiled).
+
+    import remat
+    chain = remat.Chain([remat.Stage(forward_time=1, backward_time=2, output_size=4,
+                                     tape_size=12)] * 8, input_size=4)
+    r = remat.solve(chain, 40, slots="exact")
+    print(r.makespan, r.peak_memory, " ".join(map(str, r.ops)))
+
+Chains, solvers and the simulator are remat's C++ library, bound with pybind11 (module
+remat._core): results are the library's. remat.torch runs schedules on PyTorch models.
+"""
+
+from ._core import (
+    Chain,
+    Op,
+    ReplayResult,
+    SolveResult,
+    Stage,
+    Transfer,
+    __version__,
+    needs_link,
+    read_chain,
+    simulate,
+    solve,
+    solvers,
+    trade_off,
+)
+from . import _core
+
+
+class ChainError(ValueError):
+    """A chain whose values break the model. `stage_index` is the stage (None for a chain-level
+    field), `field` the field as in the chain file (`tape_size`, `loss.backward_time`, ...)."""
+
+    stage_index = None
+    field = None
+
+
+class ChainFileError(ChainError):
+    """A chain file that cannot be read: `source` is the file, `stage_index` and `field` as for
+    ChainError (both None when the problem is the whole file)."""
+
+    source = None
+
+
+class SolverError(ValueError):
+    """A request a solver cannot honour (a chain too long for the exhaustive search, a table
+    over the memory limit, a solver that needs a link on a chain without one); says what to
+    change."""
+
+
+_core._register_errors(ChainError, ChainFileError, SolverError)
+
+__all__ = [
+    "Chain",
+    "ChainError",
+    "ChainFileError",
+    "Op",
+    "ReplayResult",
+    "SolveResult",
+    "SolverError",
+    "Stage",
+    "Transfer",
+    "needs_link",
+    "read_chain",
+    "simulate",
+    "solve",
+    "solvers",
+    "trade_off",
+]
