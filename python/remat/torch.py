@@ -1,0 +1,781 @@
+"""remat.torch: an nn.Sequential (or a list of modules) trained within a memory budget.
+
+    m = remat.torch.Checkpointed(net, sample, budget=64 << 20, loss=loss_fn)
+    y = m(x)                      # the schedule's forward part
+    loss_fn(y).backward()         # the rest: recomputations and backwards, through autograd
+
+What it does mirrors remat::torch's C++ executor (include/remat/torch/executor.hpp): the stages
+are profiled at each input shape (times; sizes exact to the byte from remat::torch's CPU
+allocation meter, module remat._torch, or from torch.cuda's statistics on a GPU), the chain is
+solved for the budget, and one custom autograd Function runs the schedule: its forward runs the
+ops before the loss, its backward the ops after it. A stage run twice behaves as if it ran once:
+the same dropout masks (the generator's state is put back for a recomputation) and batch norm's
+running statistics updated once (a recomputation restores them). Gradients of parameters and of
+the input are those of plain autograd, bit for bit.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from . import Chain, Stage, simulate, solve
+
+try:
+    from . import _torch as _meter
+except ImportError as e:  # pragma: no cover - depends on the build
+    raise ImportError(
+        "remat.torch needs remat._torch, remat::torch's CPU meter compiled against the libtorch "
+        "that this Python's torch loads; it was not built (see the 'remat Python package' lines "
+        "of CMake's configure output)"
+    ) from e
+
+__all__ = ["Checkpointed", "ModelError", "BudgetError", "Profile", "profile", "cpu_meter"]
+
+
+class ModelError(ValueError):
+    """A stage (or the loss) that remat cannot run: `stage_index` names it (None: the loss or
+    the model as a whole)."""
+
+    def __init__(self, stage_index, message):
+        where = "the loss" if stage_index == "loss" else (
+            "the model" if stage_index is None else f"stage {stage_index}")
+        super().__init__(f"{where}: {message}")
+        self.stage_index = None if stage_index == "loss" else stage_index
+
+
+class BudgetError(ValueError):
+    """No schedule fits the budget at this input shape; `min_feasible_budget` says what would."""
+
+    def __init__(self, message, min_feasible_budget):
+        super().__init__(message)
+        self.min_feasible_budget = min_feasible_budget
+
+
+# --- meters ----------------------------------------------------------------------------------------
+
+class _CpuMeter:
+    """libtorch's CPU allocator, counted exactly (remat::torch::cpu_memory())."""
+
+    current = staticmethod(_meter.cpu_current)
+    peak = staticmethod(_meter.cpu_peak)
+    reset_peak = staticmethod(_meter.cpu_reset_peak)
+
+    def sync(self):
+        pass
+
+
+class _CudaMeter:
+    """The CUDA caching allocator's statistics of one device (bytes given to tensors)."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def current(self):
+        return torch.cuda.memory_allocated(self.device)
+
+    def peak(self):
+        return torch.cuda.max_memory_allocated(self.device)
+
+    def reset_peak(self):
+        torch.cuda.reset_peak_memory_stats(self.device)
+
+    def sync(self):
+        torch.cuda.synchronize(self.device)
+
+
+cpu_meter = _CpuMeter()
+
+
+def _meter_for(t):
+    return _CudaMeter(t.device) if t.is_cuda else cpu_meter
+
+
+class _Rng:
+    """The generators a stage draws from, saved and put back without allocating on the meter's
+    device: the CPU generator through remat._torch (torch.get_rng_state() allocates a CPU
+    tensor), and on a GPU that device's generator too."""
+
+    def __init__(self, device):
+        self.cuda = device if device.type == "cuda" else None
+
+    def save(self):
+        cuda = torch.cuda.get_rng_state(self.cuda) if self.cuda is not None else None
+        return (_meter.save_cpu_rng(), cuda)
+
+    def restore(self, state):
+        _meter.restore_cpu_rng(state[0])
+        if self.cuda is not None:
+            torch.cuda.set_rng_state(state[1], self.cuda)
+
+
+def _nbytes(t):
+    return t.numel() * t.element_size() if t is not None else 0
+
+
+def _storage_bytes(t):
+    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return s.nbytes()
+
+
+def _shape(t):
+    return (tuple(t.shape), t.dtype, t.device)
+
+
+def _recording_input(a):
+    x = a.detach()
+    if x.is_floating_point() or x.is_complex():
+        x.requires_grad_(True)
+    return x
+
+
+def _leaves(output, exclude):
+    """The tensors output's graph accumulates into (its AccumulateGrad nodes), but `exclude`."""
+    out, seen, stack = [], set(), []
+    if output.grad_fn is not None:
+        stack.append(output.grad_fn)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        v = getattr(node, "variable", None)
+        if v is not None and type(node).__name__ == "AccumulateGrad":
+            if v is not exclude and all(v is not o for o in out):
+                out.append(v)
+            continue
+        for nxt, _ in node.next_functions:
+            if nxt is not None:
+                stack.append(nxt)
+    return out
+
+
+def _add_unique(lst, items):
+    for t in items:
+        if all(t is not o for o in lst):
+            lst.append(t)
+
+
+def _copy_into(dst, src):
+    # Through .data: putting a buffer back must not bump its version, or a tape that saved it
+    # (batch norm saves its running statistics) would refuse to run backward.
+    with torch.no_grad():
+        for d, s in zip(dst, src):
+            d.data.copy_(s)
+
+
+def _clones(tensors):
+    with torch.no_grad():
+        return [t.detach().clone() for t in tensors]
+
+
+def _in_stage(k, what, fn):
+    try:
+        return fn()
+    except (ModelError, BudgetError):
+        raise
+    except Exception as e:  # libtorch's message, with where it happened
+        raise ModelError(k, f"{what} failed: {e}") from e
+
+
+def _storage_ptr(t):
+    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return s.data_ptr()
+
+
+def _check_output(k, x, y):
+    if not isinstance(y, torch.Tensor):
+        raise ModelError(k, f"returns {type(y).__name__}, not a tensor; a stage maps one tensor "
+                            "to one tensor")
+    if y.numel() > 0 and x.numel() > 0 and _storage_ptr(y) == _storage_ptr(x):
+        raise ModelError(k, "returns its input or a view of it; remat counts each stage's output "
+                            "as its own memory: merge the stage with a neighbour or return a new "
+                            "tensor")
+
+
+def _check_loss(l):
+    if not isinstance(l, torch.Tensor) or l.numel() != 1 or not l.requires_grad:
+        shape = tuple(l.shape) if isinstance(l, torch.Tensor) else type(l).__name__
+        raise ModelError("loss", f"must return a scalar that requires grad (got {shape})")
+
+
+def _default_loss(y):
+    return y.float().pow(2).mean() if y.is_floating_point() else y.sum()
+
+
+# --- the model's state ----------------------------------------------------------------------------
+
+@dataclass
+class _State:
+    """What the stages and the loss own: parameters (every leaf their graphs reach, declared or
+    not) and, per stage, the buffers its module declares."""
+    parameters: list
+    buffers: list  # per stage
+
+
+def _discover(stages, sample, loss, rng):
+    declared = [list(s.buffers()) for s in stages]
+    every = []
+    for bs in declared:
+        _add_unique(every, bs)
+    copies = _clones(every)
+    saved_rng = rng.save()
+    params = []
+    try:
+        a = sample
+        for k, s in enumerate(stages):
+            x = _recording_input(a)
+            with torch.enable_grad():
+                y = _in_stage(k, "forward (recording)", lambda: s(x))
+            _check_output(k, x, y)
+            if not y.requires_grad:
+                raise ModelError(k, f"its output {tuple(y.shape)} does not require grad when "
+                                    "recorded: the stage is not differentiable")
+            _add_unique(params, list(s.parameters()))
+            _add_unique(params, _leaves(y, x))
+            a = y.detach()
+            del x, y
+        leaf = a.detach().requires_grad_(a.is_floating_point())
+        with torch.enable_grad():
+            l = _in_stage("loss", "forward", lambda: loss(leaf))
+        _check_loss(l)
+        _add_unique(params, _leaves(l, leaf))
+        del l, leaf, a
+    finally:
+        _copy_into(every, copies)
+        rng.restore(saved_rng)
+    return _State(params, declared)
+
+
+def _define_gradients(params):
+    # Gradients are outside the budget: they exist before a measure starts (zero is what an
+    # undefined gradient means).
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+
+
+class _SavedState:
+    """Gradients (or their absence), buffers and generators, put back by restore()."""
+
+    def __init__(self, state, rng):
+        self.params = state.parameters
+        self.grads = [p.grad.detach().clone() if p.grad is not None else None for p in self.params]
+        self.buffers = []
+        for bs in state.buffers:
+            _add_unique(self.buffers, bs)
+        self.copies = _clones(self.buffers)
+        self.rng = rng
+        self.rng_state = rng.save()
+
+    def restore(self):
+        with torch.no_grad():
+            for p, g in zip(self.params, self.grads):
+                if g is not None and p.grad is not None:
+                    p.grad.copy_(g)
+                else:
+                    p.grad = g
+        _copy_into(self.buffers, self.copies)
+        self.rng.restore(self.rng_state)
+
+
+# --- profiling -------------------------------------------------------------------------------------
+
+@dataclass
+class Profile:
+    """A measured chain (milliseconds, bytes) at one input shape, as remat::torch::profiled_chain:
+    `backward_slack[k]` (the loss at index L) is how far below the model's op peak a backward
+    really peaks (the model's overheads cannot be negative)."""
+    chain: Chain
+    outputs: list
+    backward_slack: list = field(default_factory=list)
+
+    def expected_op_peaks(self, ops):
+        """What running `ops` allocates at each op: the simulator's op peaks on the profiled chain,
+        less the backward slack on each B and on the loss."""
+        r = simulate(self.chain, ops)
+        if not r.valid:
+            raise ValueError(f"expected_op_peaks: {r.message}")
+        peaks = list(r.op_peak)
+        for i, o in enumerate(ops):
+            if o.kind == "B":
+                peaks[i] -= self.backward_slack[o.index]
+            elif o.kind == "loss":
+                peaks[i] -= self.backward_slack[-1]
+        return peaks
+
+
+class _Capture(torch.autograd.Function):
+    """The loss's side of the schedule, as Checkpointed sees it: the loss runs on this Function's
+    output, and its backward ends where Checkpointed's backward would begin."""
+
+    @staticmethod
+    def forward(ctx, a, probe, on_backward):
+        ctx.on_backward = on_backward
+        return a.detach()
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.on_backward(g)
+        return None, None, None
+
+
+def _profile(stages, state, sample, loss, meter, rng, warmup, runs):
+    saved = _SavedState(state, rng)
+    total = warmup + runs
+    outputs, specs, slack = [], [], []
+    probe = torch.empty(0, requires_grad=True)
+    try:
+        _define_gradients(state.parameters)
+        a = sample
+        for k, s in enumerate(stages):
+            out_size = fw_overhead = tape = rec_overhead = bw_rise = 0
+            fw, bw = [], []
+            nxt = None
+            for r in range(total):
+                nxt = None
+                with torch.no_grad():
+                    meter.sync()
+                    meter.reset_peak()
+                    c0 = meter.current()
+                    t0 = time.perf_counter()
+                    y = _in_stage(k, "forward (no grad)", lambda: s(a))
+                    meter.sync()
+                    ms = (time.perf_counter() - t0) * 1e3
+                    c1 = meter.current()
+                _check_output(k, a, y)
+                if r == 0:
+                    outputs.append(_shape(y))
+                elif _shape(y) != outputs[k]:
+                    raise ModelError(k, f"its output's shape changes from run to run "
+                                        f"({outputs[k][0]}, then {tuple(y.shape)})")
+                if r >= warmup:
+                    out_size = max(out_size, c1 - c0)
+                    fw_overhead = max(fw_overhead, meter.peak() - c1)
+                    fw.append(ms)
+                nxt = y
+                del y
+            for r in range(total):
+                x = _recording_input(a)
+                meter.reset_peak()
+                c0 = meter.current()
+                with torch.enable_grad():
+                    y = _in_stage(k, "forward (recording)", lambda: s(x))
+                c1 = meter.current()
+                _check_output(k, x, y)
+                if not y.requires_grad:
+                    raise ModelError(k, "its output does not require grad when recorded")
+                if _shape(y) != outputs[k]:
+                    raise ModelError(k, "its output's shape differs when recorded")
+                recording_peak = meter.peak()
+                g = torch.ones_like(y)
+                meter.sync()
+                meter.reset_peak()
+                c2 = meter.current()
+                t0 = time.perf_counter()
+                _in_stage(k, "backward", lambda: torch.autograd.backward(y, g))
+                meter.sync()
+                ms = (time.perf_counter() - t0) * 1e3
+                if r >= warmup:
+                    tape = max(tape, c1 - c0)
+                    rec_overhead = max(rec_overhead, recording_peak - c1)
+                    bw_rise = max(bw_rise, meter.peak() - c2)
+                    bw.append(ms)
+                del x, y, g
+            a_bytes = _nbytes(a)
+            slack.append(max(0, a_bytes - bw_rise))
+            specs.append(dict(forward_time=sorted(fw)[len(fw) // 2],
+                              backward_time=sorted(bw)[len(bw) // 2],
+                              output_size=out_size, tape_size=max(tape, out_size),
+                              forward_overhead=fw_overhead,
+                              backward_overhead=max(0, bw_rise - a_bytes),
+                              recording_overhead=rec_overhead
+                              if rec_overhead != fw_overhead else None))
+            a = nxt
+            del nxt
+        # The loss as Checkpointed runs it: on a Function's output, until the gradient reaches
+        # that Function's backward.
+        lt, rise = [], 0
+        for r in range(total):
+            seen = {}
+
+            def on_backward(g, seen=seen):
+                meter.sync()
+                seen["peak"] = meter.peak()
+                seen["t"] = time.perf_counter()
+
+            meter.reset_peak()
+            c0 = meter.current()
+            t0 = time.perf_counter()
+            with torch.enable_grad():
+                y = _Capture.apply(a, probe, on_backward)
+                l = _in_stage("loss", "forward", lambda: loss(y))
+                del y
+                _check_loss(l)
+                _in_stage("loss", "backward", lambda: l.backward())
+            del l
+            if "peak" not in seen:
+                raise ModelError("loss", "its gradient does not reach the model's output")
+            if r >= warmup:
+                rise = max(rise, seen["peak"] - c0)
+                lt.append((seen["t"] - t0) * 1e3)
+        a_bytes = _nbytes(a)
+        slack.append(max(0, a_bytes - rise))
+        chain = Chain([Stage(**sp) for sp in specs], input_size=_nbytes(sample),
+                      loss_time=sorted(lt)[len(lt) // 2], loss_overhead=max(0, rise - a_bytes),
+                      name="remat.torch profile", time_unit="ms", memory_unit="bytes")
+    finally:
+        saved.restore()
+    return Profile(chain, outputs, slack)
+
+
+def profile(stages, sample, loss=None, warmup=1, runs=3):
+    """Profiles `stages` (an nn.Sequential or a list of modules) on `sample` with `loss` (a
+    function of the last stage's output returning a scalar; default the mean square): a Profile
+    whose chain has times in milliseconds and sizes in bytes. The model is left as it was:
+    gradients, buffers, generator."""
+    stages = _stage_list(stages)
+    rng = _Rng(sample.device)
+    loss = loss or _default_loss
+    state = _discover(stages, sample, loss, rng)
+    return _profile(stages, state, sample, loss, _meter_for(sample), rng, warmup, runs)
+
+
+def _stage_list(stages):
+    if isinstance(stages, torch.nn.Module) and not isinstance(
+            stages, (torch.nn.Sequential, torch.nn.ModuleList)):
+        raise TypeError("remat.torch takes an nn.Sequential or a list of modules (one stage each), "
+                        f"not a {type(stages).__name__}: cut the model into stages")
+    out = list(stages)
+    if not out:
+        raise ModelError(None, "no stages")
+    for k, s in enumerate(out):
+        if not isinstance(s, torch.nn.Module):
+            raise TypeError(f"stage {k} is a {type(s).__name__}, not an nn.Module: remat must know "
+                            "its buffers (wrap a function in a module)")
+    return out
+
+
+# --- running a schedule ----------------------------------------------------------------------------
+
+class _Step:
+    """One step's run of a schedule: the tensors the ops hold, and what was measured."""
+
+    def __init__(self, owner, entry, x):
+        self.owner, self.entry = owner, entry
+        L = len(owner.stages)
+        self.a = [None] * (L + 1)
+        self.t = [None] * (L + 1)  # (detached input, output carrying the stage's graph)
+        self.g = [None] * (L + 1)
+        self.a[0] = x
+        self.forwarded = [None] * L  # the generators' state before each stage's first forward
+        self.op_peaks = []
+        self.residue = 0
+        self.outside = 0
+
+    def input_of(self, k):
+        return self.a[k] if self.a[k] is not None else self.t[k][1]
+
+    def forward(self, k, x):
+        o = self.owner
+        s = o.stages[k]
+        if self.forwarded[k] is None:
+            self.forwarded[k] = o._rng.save()
+            y = _in_stage(k, "forward", lambda: s(x))
+        else:  # a recomputation: the same draws, buffers untouched
+            now = o._rng.save()
+            o._rng.restore(self.forwarded[k])
+            _copy_into(o._recompute[k], o._state.buffers[k])  # keep the current values
+            try:
+                y = _in_stage(k, "forward", lambda: s(x))
+            finally:
+                _copy_into(o._state.buffers[k], o._recompute[k])
+                o._rng.restore(now)
+        _check_output(k, x, y)
+        if _shape(y) != self.entry.profile.outputs[k]:
+            raise ModelError(k, f"its output is {tuple(y.shape)}, profiled as "
+                                f"{self.entry.profile.outputs[k][0]}; a stage must give the same "
+                                "shape for the same input")
+        return y
+
+    def run(self, op):
+        k = op.index
+        if op.kind in ("F_ck", "F_none"):
+            with torch.no_grad():
+                y = self.forward(k, self.input_of(k))
+            self.a[k + 1] = y
+            if op.kind == "F_none":
+                self.a[k] = None
+        elif op.kind == "F_all":
+            x = _recording_input(self.input_of(k))
+            with torch.enable_grad():
+                y = self.forward(k, x)
+            if not y.requires_grad:
+                raise ModelError(k, "its output does not require grad when recorded")
+            self.t[k + 1] = (x, y)
+        elif op.kind == "B":
+            x, y = self.t[k + 1]
+            gk = self.g[k + 1]
+            self.t[k + 1] = None
+            self.g[k + 1] = None
+            _in_stage(k, "backward", lambda: torch.autograd.backward(y, gk))
+            self.g[k] = x.grad if x.requires_grad else None
+            del x, y, gk
+            self.a[k] = None
+        else:
+            raise ValueError(f"remat.torch runs schedules without offloading only (op {op})")
+
+
+class _Run(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, owner, entry, plan, x, probe):
+        step = _Step(owner, entry, x)
+        step.plan = plan
+        ctx.step = step
+        return owner._forward_part(step)
+
+    @staticmethod
+    def backward(ctx, g):
+        step = ctx.step
+        ctx.step = None
+        gx = step.owner._backward_part(step, g)
+        return None, None, None, gx, None
+
+
+@dataclass
+class _Entry:
+    profile: Profile
+    plans: dict = field(default_factory=dict)  # budget -> SolveResult
+
+
+class Checkpointed(torch.nn.Module):
+    """`stages` (an nn.Sequential or a list of modules) run within `budget` bytes of activations,
+    tapes, their gradients and workspace (the input included; parameters, their gradients and
+    the optimizer's state outside it), by the schedule of `solver`.
+
+    `sample` is an input the model is profiled on at construction; an input of another shape is
+    profiled when it first comes. `loss` is the function of the last stage's output you train
+    with (default: the mean square); it is used only to profile the loss, so that the prediction
+    of the loss's memory is exact. `slots` is passed to remat.solve.
+
+    `m(x)` in training mode with gradients enabled runs the schedule's forward part and returns
+    the last stage's output; its backward (`loss(y).backward()`) runs the rest. Otherwise (eval
+    mode or no_grad) the stages simply run in turn. After a step: `plan`, `expected_peak`,
+    `measured_peak`, `expected_op_peaks`, `op_peaks`, `within_budget`, `as_predicted`,
+    `outside_schedule`.
+    """
+
+    def __init__(self, stages, sample, budget, solver="optimal", loss=None, slots=None,
+                 warmup=1, runs=3, enforce_budget=False):
+        super().__init__()
+        self.stages = torch.nn.ModuleList(_stage_list(stages))
+        self.budget = budget
+        self.solver = solver
+        self.slots = slots
+        self.loss = loss or _default_loss
+        self.warmup, self.runs = warmup, runs
+        self.enforce_budget = enforce_budget
+        self._shapes = {}
+        self._state = None
+        self._rng = _Rng(sample.device)
+        self._meter = _meter_for(sample)
+        self._probe = torch.empty(0, requires_grad=True)
+        self.last = None
+        self._plan_for(sample)
+        self._last_key = _shape(sample)
+
+    # -- profiles and plans --
+
+    def _discover(self, sample):
+        if self._state is not None:
+            return
+        self._state = _discover(list(self.stages), sample, self.loss, self._rng)
+        self._recompute = [_clones(bs) for bs in self._state.buffers]
+        self._step_start = [_clones(bs) for bs in self._state.buffers]
+
+    def _plan_for(self, x):
+        self._discover(x)
+        key = _shape(x)
+        entry = self._shapes.get(key)
+        if entry is None:
+            entry = _Entry(_profile(list(self.stages), self._state, x, self.loss, self._meter,
+                                    self._rng, self.warmup, self.runs))
+            self._shapes[key] = entry
+        return entry, self._plan_for_key(entry)
+
+    @property
+    def chain(self):
+        """The profiled chain of the last input shape run (or of the sample)."""
+        return self._current[0].profile.chain
+
+    @property
+    def plan(self):
+        """The SolveResult for the budget at the last input shape."""
+        return self._current[1]
+
+    @property
+    def expected_peak(self):
+        """What the plan should allocate at most, by the profile (the model's peak, or below it
+        by a backward's slack)."""
+        entry, plan = self._current
+        if not plan.feasible:
+            return None
+        return max([entry.profile.chain.input_size] + entry.profile.expected_op_peaks(plan.ops))
+
+    @property
+    def _current(self):
+        entry = self._shapes[self._last_key]
+        return entry, self._plan_for_key(entry)
+
+    def _plan_for_key(self, entry):
+        budget = int(self.budget)
+        k = (budget, self.solver, self.slots)
+        if k not in entry.plans:
+            entry.plans[k] = solve(entry.profile.chain, budget, solver=self.solver,
+                                   slots=self.slots)
+        return entry.plans[k]
+
+    # -- running --
+
+    def forward(self, x):
+        if not (self.training and torch.is_grad_enabled()):
+            for s in self.stages:
+                x = s(x)
+            return x
+        entry, plan = self._plan_for(x)
+        self._last_key = _shape(x)
+        if not plan.feasible:
+            raise BudgetError(
+                f"no schedule fits {int(self.budget)} bytes at input {tuple(x.shape)} "
+                f"({plan.solver}); the least is {plan.min_feasible_budget} bytes",
+                plan.min_feasible_budget)
+        self.last = None
+        return _Run.apply(self, entry, plan, x, self._probe)
+
+    def _measure(self, step, i, op, base):
+        peak = self._meter.peak() - base
+        step.op_peaks.append(peak)
+        if self.enforce_budget and peak > int(self.budget):
+            raise BudgetError(f"op {i} ({op}) allocated {peak} bytes, above the budget of "
+                              f"{int(self.budget)}", None)
+
+    def _forward_part(self, step):
+        entry, plan = step.entry, step.plan
+        step.expected = entry.profile.expected_op_peaks(plan.ops)
+        step.loss_index = next(i for i, o in enumerate(plan.ops) if o.kind == "loss")
+        _define_gradients(self._state.parameters)
+        for k, bs in enumerate(self._state.buffers):
+            _copy_into(self._step_start[k], bs)
+        step.rng_at_start = self._rng.save()
+        m = self._meter
+        m.sync()
+        step.base = m.current() - _nbytes(step.a[0])
+        step.t0 = time.perf_counter()
+        L = len(self.stages)
+        try:
+            for i in range(step.loss_index):
+                op = plan.ops[i]
+                m.reset_peak()
+                step.run(op)
+                m.sync()
+                self._measure(step, i, op, step.base)
+        except BaseException:
+            for k, bs in enumerate(self._state.buffers):
+                _copy_into(bs, self._step_start[k])
+            self._rng.restore(step.rng_at_start)
+            step.a = step.t = step.g = None
+            raise
+        # The loss op: a_L (or the output in t_L) goes to the caller, and its gradient comes
+        # back to _Run.backward; the schedule drops a_L.
+        y = step.a[L] if step.a[L] is not None else step.t[L][1].detach()
+        step.a[L] = None
+        m.reset_peak()
+        return y
+
+    def _backward_part(self, step, g):
+        m = self._meter
+        m.sync()
+        plan, L = step.plan, len(self.stages)
+        # The loss op ran between the two parts: its peak is what the window since the forward
+        # part ended reached.
+        step.op_peaks.append(m.peak() - step.base)
+        if g.layout == torch.strided and g.is_contiguous() and _storage_bytes(g) == _nbytes(g):
+            step.engine_gradient_bytes = _nbytes(g)
+        else:  # an expanded gradient (a sum's): the schedule's g_L is a dense copy of it
+            step.engine_gradient_bytes = 0
+            g = g.clone(memory_format=torch.contiguous_format)
+        step.g[L] = g
+        del g
+        # What autograd and the caller hold beside the schedule from here on (the loss's scalar
+        # and its gradient, the output if the caller kept it) is outside the schedule's budget:
+        # measured once, and the backward ops are measured above it.
+        model_after_loss = simulate(step.entry.profile.chain, plan.ops).memory_after[step.loss_index]
+        step.residue = m.current() - step.base - model_after_loss
+        step.outside = step.residue
+        try:
+            for i in range(step.loss_index + 1, len(plan.ops)):
+                op = plan.ops[i]
+                m.reset_peak()
+                step.run(op)
+                m.sync()
+                self._measure(step, i, op, step.base + step.residue)
+                if op.kind == "B" and op.index == L - 1:
+                    # Autograd keeps the gradient it handed to _Run.backward until that returns.
+                    step.residue += step.engine_gradient_bytes
+                step.outside = max(step.outside, step.residue)
+        finally:
+            gx = step.g[0]
+            step.a = step.t = step.g = None
+        step.measured_ms = (time.perf_counter() - step.t0) * 1e3
+        self.last = step
+        return gx
+
+    # -- what the last step measured --
+
+    def _last(self, what):
+        if self.last is None:
+            raise RuntimeError(f"{what}: no step has completed its backward yet")
+        return self.last
+
+    @property
+    def op_peaks(self):
+        """What each op of the last step allocated at most, bytes above the step's start (the
+        backward's ops: above what autograd and the caller held outside the schedule)."""
+        return list(self._last("op_peaks").op_peaks)
+
+    @property
+    def expected_op_peaks(self):
+        return list(self._last("expected_op_peaks").expected)
+
+    @property
+    def measured_peak(self):
+        """The most the last step's schedule allocated (largest of op_peaks, or the input)."""
+        s = self._last("measured_peak")
+        return max([_nbytes_input(s)] + s.op_peaks)
+
+    @property
+    def within_budget(self):
+        return self.measured_peak <= int(self.budget)
+
+    @property
+    def as_predicted(self):
+        s = self._last("as_predicted")
+        return s.op_peaks == s.expected
+
+    @property
+    def outside_schedule(self):
+        """Bytes that autograd and the caller held beside the schedule during the last backward:
+        the loss's scalar and its gradient, the output if the caller still held it, and from the
+        last stage's backward on, the output's gradient, which autograd keeps until the whole
+        backward returns."""
+        return self._last("outside_schedule").outside
+
+    @property
+    def measured_ms(self):
+        return self._last("measured_ms").measured_ms
+
+
+def _nbytes_input(step):
+    return step.entry.profile.chain.input_size
