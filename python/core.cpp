@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -144,6 +145,15 @@ remat::io::chain_file make_chain(const std::vector<py_stage>& stages, py::handle
   f.time_unit = std::move(time_unit);
   f.memory_unit = std::move(memory_unit);
   remat::validate(f.chain);
+  return f;
+}
+
+// A chain file as read: the reader gives every stage a name, empty where the file has none; a
+// chain without any names keeps none, so that it equals the chain it was written from.
+remat::io::chain_file normalized(remat::io::chain_file f) {
+  if (std::all_of(f.stage_names.begin(), f.stage_names.end(),
+                  [](const std::string& n) { return n.empty(); }))
+    f.stage_names.clear();
   return f;
 }
 
@@ -503,7 +513,7 @@ PYBIND11_MODULE(_core, m) {
           "from_json",
           [](const std::string& text, const std::string& source) {
             std::istringstream in(text);
-            return remat::io::read_chain(in, source);
+            return normalized(remat::io::read_chain(in, source));
           },
           py::arg("text"), py::arg("source") = "<string>",
           "Reads a chain file's text; errors name `source`.")
@@ -526,7 +536,8 @@ PYBIND11_MODULE(_core, m) {
 
   m.def(
       "read_chain",
-      [](const std::string& path) { return remat::io::read_chain_file(path); }, py::arg("path"),
+      [](const std::string& path) { return normalized(remat::io::read_chain_file(path)); },
+      py::arg("path"),
       "Reads a chain file (docs/chain-format.md); raises ChainFileError naming the file, the "
       "stage and the field.");
 

@@ -1,0 +1,148 @@
+"""remat._core as a Python user sees it: chains (keywords, columns, files), errors, solve,
+simulate, trade_off, the offload model. Run: python3 test_core.py (PYTHONPATH: the package)."""
+
+import os
+import tempfile
+import unittest
+
+import numpy as np
+
+import remat
+
+EIGHT = [remat.Stage(forward_time=1, backward_time=2, output_size=4, tape_size=12)] * 8
+
+
+def eight(**kw):
+    return remat.Chain(EIGHT, input_size=4, **kw)
+
+
+class Chains(unittest.TestCase):
+    def test_keywords_and_columns_make_the_same_chain(self):
+        cols = remat.Chain.from_columns(input_size=np.int64(4), forward_time=np.ones(8),
+                                        backward_time=[2.0] * 8,
+                                        output_size=np.full(8, 4, dtype=np.int64),
+                                        tape_size=(12,) * 8)
+        self.assertEqual(cols, eight())
+        self.assertEqual(len(cols), 8)
+        self.assertEqual(cols.stages[3].tape_size, 12)
+        self.assertIsNone(cols.transfer)
+
+    def test_bad_values_name_the_stage_and_the_field(self):
+        with self.assertRaises(remat.ChainError) as e:
+            remat.Chain.from_columns(input_size=4, forward_time=[1, 1], backward_time=[1, 1],
+                                     output_size=[4, 40], tape_size=[8, 12])
+        self.assertIsInstance(e.exception, ValueError)
+        self.assertEqual(str(e.exception), "stages[1].tape_size: must be >= output_size (12 < 40)")
+        self.assertEqual((e.exception.stage_index, e.exception.field), (1, "tape_size"))
+        with self.assertRaises(remat.ChainError) as e:
+            remat.Chain.from_columns(input_size=4, forward_time=[1, float("nan")],
+                                     backward_time=[1, 1], output_size=[4, 4], tape_size=[8, 8])
+        self.assertEqual(str(e.exception), "stages[1].forward_time: must be a finite number")
+        with self.assertRaises(remat.ChainError) as e:
+            remat.Chain.from_columns(input_size=4, forward_time=[1], backward_time=[1],
+                                     output_size=np.array([4.0]), tape_size=[8])
+        self.assertIn("stages[0].output_size: must be an integer", str(e.exception))
+        with self.assertRaises(remat.ChainError) as e:
+            remat.Chain.from_columns(input_size=4, forward_time=[1, 1], backward_time=[1],
+                                     output_size=[4, 4], tape_size=[8, 8])
+        self.assertEqual(str(e.exception), "backward_time: has 1 values, forward_time has 2")
+        with self.assertRaises(remat.ChainError) as e:
+            eight(loss_overhead=-1)
+        self.assertEqual((e.exception.stage_index, e.exception.field),
+                         (None, "loss.backward_overhead"))
+        with self.assertRaises(remat.ChainError) as e:
+            remat.Chain([], input_size=1)
+        self.assertEqual(str(e.exception), "stages: must not be empty")
+
+    def test_files_round_trip_and_bad_files_name_file_stage_field(self):
+        c = remat.Chain([remat.Stage(name="conv", forward_time=0.1, backward_time=0.3,
+                                     output_size=10, tape_size=20, recording_overhead=5)],
+                        input_size=3, loss_time=0.5, name="tiny", time_unit="ms",
+                        memory_unit="bytes",
+                        transfer=remat.Transfer(offload_bandwidth=2, prefetch_bandwidth=3))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "c.json")
+            c.write(path)
+            back = remat.read_chain(path)
+            self.assertEqual(back, c)
+            self.assertEqual(back.stages[0].name, "conv")
+            self.assertEqual(back.stages[0].recording_overhead, 5)
+            self.assertEqual(back.transfer, remat.Transfer(offload_bandwidth=2, prefetch_bandwidth=3))
+            with open(path, "w") as f:
+                f.write('{"input_size": 1, "stages": [{"forward_time": 1, "backward_time": 1, '
+                        '"output_size": 1}]}')
+            with self.assertRaises(remat.ChainFileError) as e:
+                remat.read_chain(path)
+            self.assertEqual(str(e.exception), path + ": stages[0].tape_size: missing (required)")
+            self.assertEqual((e.exception.source, e.exception.stage_index, e.exception.field),
+                             (path, 0, "tape_size"))
+            self.assertIsInstance(e.exception, remat.ChainError)
+        self.assertEqual(remat.Chain.from_json(c.to_json()), c)
+        with self.assertRaises(remat.ChainFileError):
+            remat.read_chain("/nonexistent/chain.json")
+
+
+class Solving(unittest.TestCase):
+    def test_the_readme_numbers(self):
+        got = []
+        for budget in (120, 60, 40, 20):
+            r = remat.solve(eight(), budget, slots="exact")
+            got.append((r.feasible, r.makespan, r.peak_memory, r.min_feasible_budget))
+        self.assertEqual(got, [(True, 24, 108, 28), (True, 29, 60, 28), (True, 32, 40, 28),
+                               (False, None, None, 28)])
+        r = remat.solve(eight(), 40, slots="exact")
+        self.assertTrue(r.exact)
+        self.assertEqual(str(r.ops[0]), "F_ck(0)")
+        self.assertEqual(r.ops[-1], remat.Op("B", 0))
+        self.assertEqual(remat.simulate(eight(), r.ops).peak_memory, 40)
+
+    def test_budgets_solvers_and_bad_requests(self):
+        c = eight()
+        self.assertEqual(remat.solve(c, "40B", slots="exact").peak_memory, 40)
+        self.assertEqual(remat.solve(c, 40, solver="chen_sqrt").solver, "chen-sqrt")
+        with self.assertRaisesRegex(ValueError, "unknown solver 'fastest'"):
+            remat.solve(c, 40, solver="fastest")
+        with self.assertRaisesRegex(ValueError, "budget '12XB': unknown unit"):
+            remat.solve(c, "12XB")
+        with self.assertRaises(TypeError):
+            remat.solve(c, 40.5)
+        with self.assertRaises(remat.SolverError) as e:
+            remat.solve(c, 40, solver="vdnn")
+        self.assertIn("no link to host memory", str(e.exception))
+        self.assertEqual(remat.solvers()[0], "optimal")
+        self.assertTrue(remat.needs_link("save-on-cpu"))
+        self.assertFalse(remat.needs_link("offload"))
+
+    def test_trade_off_is_solve_at_every_point(self):
+        c = eight()
+        points = remat.trade_off(c)
+        self.assertEqual(points[0], (28, 52.0))
+        self.assertEqual(points[-1], (108, 24.0))
+        for budget, makespan in points:
+            self.assertEqual(remat.solve(c, budget, slots="exact").makespan, makespan)
+
+    def test_simulate_says_why_a_schedule_is_invalid(self):
+        c = eight()
+        r = remat.simulate(c, [remat.Op("F_ck", 0), remat.Op("B", 0)])
+        self.assertFalse(r.valid)
+        self.assertEqual(r.error, "gradient_missing")
+        self.assertEqual(r.first_invalid, 1)
+        self.assertEqual(r.message, "op 1 (B(0)): needs g_1, which is not held")
+        with self.assertRaises(TypeError):
+            remat.simulate(c, ["F_ck(0)"])
+        with self.assertRaisesRegex(ValueError, "unknown op kind"):
+            remat.Op("X", 0)
+
+    def test_offloading(self):
+        c = eight(transfer=remat.Transfer(offload_bandwidth=8, prefetch_bandwidth=8))
+        r = remat.solve(c, 24, solver="offload", slots="exact")
+        moves = [o for o in r.ops if o.kind == "O"]
+        self.assertEqual((r.makespan, len(moves)), (34.5, 7))
+        self.assertTrue(all(o.is_transfer and o.tensor in ("a", "t") for o in moves))
+        self.assertEqual(repr(moves[0]), f"Op('O', {moves[0].index}, '{moves[0].tensor}')")
+        self.assertEqual(remat.simulate(c, r.ops).makespan, r.makespan)
+        self.assertFalse(remat.solve(eight(), 24, slots="exact").feasible)
+
+
+if __name__ == "__main__":
+    unittest.main()

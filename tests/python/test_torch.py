@@ -1,0 +1,158 @@
+"""remat.torch.Checkpointed against plain autograd, on torchvision's ResNet-18 and MobileNetV2
+(random weights, cut into stages) and a GPT-style model with dropout: at budgets from the least
+feasible to store-all, one step gives parameter gradients, the input's gradient and batch norm's
+statistics bitwise equal to plain autograd's, and every op allocates what the profile predicts
+(remat::torch's CPU meter), so the measured peak is the expected one, within the budget."""
+
+import copy
+import unittest
+
+import torch
+import torchvision
+
+import remat
+import remat.torch as rt
+
+
+def resnet18_stages():
+    net = torchvision.models.resnet18(num_classes=10)
+    stem = torch.nn.Sequential(net.conv1, net.bn1, net.relu, net.maxpool)
+    blocks = [b for layer in (net.layer1, net.layer2, net.layer3, net.layer4) for b in layer]
+    head = torch.nn.Sequential(net.avgpool, torch.nn.Flatten(), net.fc)
+    return [stem, *blocks, head]
+
+
+def mobilenet_v2_stages():
+    net = torchvision.models.mobilenet_v2(num_classes=10)  # its classifier has dropout
+    head = torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), net.classifier)
+    return [*net.features, head]
+
+
+class Embed(torch.nn.Module):
+    def __init__(self, vocab, seq, dim):
+        super().__init__()
+        self.tok = torch.nn.Embedding(vocab, dim)
+        self.pos = torch.nn.Parameter(torch.randn(seq, dim) * 0.02)
+        self.drop = torch.nn.Dropout(0.1)
+
+    def forward(self, ids):
+        return self.drop(self.tok(ids) + self.pos[: ids.shape[1]])
+
+
+class Block(torch.nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.ln1 = torch.nn.LayerNorm(dim)
+        self.attn = torch.nn.MultiheadAttention(dim, heads, dropout=0.1, batch_first=True)
+        self.ln2 = torch.nn.LayerNorm(dim)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(),
+                                       torch.nn.Linear(4 * dim, dim), torch.nn.Dropout(0.1))
+
+    def forward(self, x):
+        h = self.ln1(x)
+        mask = torch.triu(torch.ones(x.shape[1], x.shape[1], dtype=torch.bool), 1)
+        x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+        return x + self.mlp(self.ln2(x))
+
+
+def gpt_stages(vocab=50, seq=16, dim=32, heads=4, layers=3):
+    head = torch.nn.Sequential(torch.nn.LayerNorm(dim), torch.nn.Linear(dim, vocab))
+    return [Embed(vocab, seq, dim), *[Block(dim, heads) for _ in range(layers)], head]
+
+
+class Checkpointed(unittest.TestCase):
+    def check_budgets(self, stages, x, loss, budgets=None):
+        m = rt.Checkpointed(stages, x, budget=1 << 40, loss=loss, runs=1)
+        chain = m.chain
+        least = remat.solve(chain, 0).min_feasible_budget
+        store_all = remat.solve(chain, 1 << 62, solver="store-all").peak_memory
+        budgets = budgets or [least, (least + store_all) // 2, store_all]
+        recomputed = 0
+        for budget in budgets:
+            with self.subTest(budget=budget):
+                m.budget = budget
+                ref = torch.nn.Sequential(*copy.deepcopy(list(m.stages)))
+                for p in list(m.parameters()) + list(ref.parameters()):
+                    p.grad = None
+                if x.requires_grad:
+                    x.grad = None
+                rng = torch.get_rng_state()
+                loss(m(x)).backward()
+                got_x = x.grad
+                if x.requires_grad:
+                    x.grad = None
+                torch.set_rng_state(rng)
+                loss(ref(x)).backward()
+                for (name, p), q in zip(m.stages.named_parameters(), ref.parameters()):
+                    self.assertTrue(torch.equal(p.grad, q.grad), f"gradient of {name}")
+                for (name, b), c in zip(m.stages.named_buffers(), ref.buffers()):
+                    self.assertTrue(torch.equal(b, c), f"buffer {name}")
+                if x.requires_grad:
+                    self.assertTrue(torch.equal(got_x, x.grad), "input gradient")
+                self.assertEqual(m.op_peaks, m.expected_op_peaks)
+                self.assertTrue(m.as_predicted)
+                self.assertEqual(m.measured_peak, m.expected_peak)
+                self.assertLessEqual(m.measured_peak, budget)
+                self.assertTrue(m.within_budget)
+                # Beside the schedule: the loss's scalar and its gradient, and the output's
+                # gradient (autograd's, until the backward returns): nothing of remat's.
+                out = torch.Size(chain_output_shape(m))
+                self.assertLessEqual(m.outside_schedule, out.numel() * 4 + 64)
+                recomputed += len(m.plan.ops) - (2 * len(chain) + 1)
+        self.assertGreater(recomputed, 0, "no budget made the schedule recompute")
+        return m
+
+    def test_resnet18(self):
+        torch.manual_seed(1)
+        target = torch.randint(10, (2,))
+        x = torch.randn(2, 3, 32, 32, requires_grad=True)
+        self.check_budgets(resnet18_stages(), x,
+                           lambda y: torch.nn.functional.cross_entropy(y, target))
+
+    def test_mobilenet_v2_with_dropout(self):
+        torch.manual_seed(2)
+        target = torch.randint(10, (2,))
+        x = torch.randn(2, 3, 32, 32, requires_grad=True)
+        self.check_budgets(mobilenet_v2_stages(), x,
+                           lambda y: torch.nn.functional.cross_entropy(y, target))
+
+    def test_gpt_with_dropout_and_a_new_shape(self):
+        torch.manual_seed(3)
+        stages = gpt_stages()
+        ids = torch.randint(50, (2, 16))
+        target = torch.randint(50, (2, 16))
+        loss = lambda y: torch.nn.functional.cross_entropy(y.flatten(0, 1),
+                                                           target[:, : y.shape[1]].flatten())
+        m = self.check_budgets(stages, ids, loss)
+        # Another sequence length is profiled again, and its own schedule runs.
+        short = ids[:, :8].contiguous()
+        m.budget = remat.solve(m.chain, 0).min_feasible_budget
+        loss(m(short)).backward()
+        self.assertEqual(m.chain.input_size, short.numel() * 8)
+        self.assertTrue(m.as_predicted)
+
+    def test_errors(self):
+        torch.manual_seed(4)
+        x = torch.randn(4, 8)
+        net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+        m = rt.Checkpointed(net, x, budget=1, runs=1)
+        with self.assertRaises(rt.BudgetError) as e:
+            m(x)
+        self.assertEqual(e.exception.min_feasible_budget,
+                         remat.solve(m.chain, 0).min_feasible_budget)
+        with self.assertRaisesRegex(rt.ModelError, "stage 1: returns its input or a view of it"):
+            rt.Checkpointed([torch.nn.Linear(8, 8), torch.nn.Identity()], x, budget=1 << 30)
+        with self.assertRaisesRegex(TypeError, "not an nn.Module"):
+            rt.Checkpointed([torch.nn.Linear(8, 8), torch.relu], x, budget=1 << 30)
+        with self.assertRaisesRegex(rt.ModelError, "the loss: must return a scalar"):
+            rt.Checkpointed(net, x, budget=1 << 30, loss=lambda y: y)
+        with torch.no_grad():  # outside training the stages just run
+            self.assertTrue(torch.equal(m(x), net(x)))
+
+
+def chain_output_shape(m):
+    return m._shapes[m._last_key].profile.outputs[-1][0]
+
+
+if __name__ == "__main__":
+    unittest.main()
