@@ -472,6 +472,7 @@ class _Step:
         self.a[0] = x
         self.forwarded = [None] * L  # the generators' state before each stage's first forward
         self.op_peaks = []
+        self.op_totals = []  # the same, with what autograd and the caller held beside
         self.residue = 0
         self.outside = 0
 
@@ -657,6 +658,7 @@ class Checkpointed(torch.nn.Module):
     def _measure(self, step, i, op, base):
         peak = self._meter.peak() - base
         step.op_peaks.append(peak)
+        step.op_totals.append(self._meter.peak() - step.base)
         if self.enforce_budget and peak > int(self.budget):
             raise BudgetError(f"op {i} ({op}) allocated {peak} bytes, above the budget of "
                               f"{int(self.budget)}", None)
@@ -701,6 +703,7 @@ class Checkpointed(torch.nn.Module):
         # The loss op ran between the two parts: its peak is what the window since the forward
         # part ended reached.
         step.op_peaks.append(m.peak() - step.base)
+        step.op_totals.append(step.op_peaks[-1])
         if g.layout == torch.strided and g.is_contiguous() and _storage_bytes(g) == _nbytes(g):
             step.engine_gradient_bytes = _nbytes(g)
         else:  # an expanded gradient (a sum's): the schedule's g_L is a dense copy of it
@@ -771,6 +774,13 @@ class Checkpointed(torch.nn.Module):
         last stage's backward on, the output's gradient, which autograd keeps until the whole
         backward returns."""
         return self._last("outside_schedule").outside
+
+    @property
+    def total_peak(self):
+        """The most allocated during the last step, the schedule's and `outside_schedule`
+        together: what a meter reset before `loss(m(x)).backward()` reads after it."""
+        s = self._last("total_peak")
+        return max([_nbytes_input(s)] + s.op_totals)
 
     @property
     def measured_ms(self):
