@@ -540,6 +540,9 @@ class _Run(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         step = ctx.step
+        if step is None:
+            raise RuntimeError("remat.torch: this output's schedule has already run its backward; "
+                               "a second backward through it (retain_graph) is not supported")
         ctx.step = None
         gx = step.owner._backward_part(step, g)
         return None, None, None, gx, None

@@ -148,6 +148,11 @@ class Checkpointed(unittest.TestCase):
             rt.Checkpointed(net, x, budget=1 << 30, loss=lambda y: y)
         with torch.no_grad():  # outside training the stages just run
             self.assertTrue(torch.equal(m(x), net(x)))
+        m.budget = 1 << 30
+        l = m(x).sum()
+        l.backward(retain_graph=True)
+        with self.assertRaisesRegex(RuntimeError, "already run its backward"):
+            l.backward()
 
 
 def chain_output_shape(m):
