@@ -11,13 +11,12 @@ and step time of each, as a table (stdout, and --out FILE) and a chart (--svg FI
 Both peaks are the most remat::torch's CPU meter saw allocated during a whole step
 (`loss(model(x)).backward()`), above what was allocated before it (parameters, their gradients),
 the input included: for Checkpointed its `total_peak`, which includes what autograd holds beside
-its schedule (`outside_schedule`); its schedule's own peak is the next column. Times are the median of --steps steps, wall clock, on
-the CPU: this machine's, and noisy where it is shared.
+its schedule (`outside_schedule`); its schedule's own peak is the next column. Times are the
+least of --steps steps, wall clock, on the CPU: this machine's, and noisy where it is shared.
 """
 
 import argparse
 import platform
-import statistics
 import subprocess
 import time
 
@@ -38,7 +37,8 @@ def resnet_stages(depth, classes=10):
 
 
 def measure(step, x, steps):
-    """(peak bytes above the step's start, the input included; median ms) of `steps` runs."""
+    """(peak bytes above the step's start, the input included; least ms) of `steps` runs: the
+    least time is the one other processes disturbed least."""
     peaks, times = [], []
     for _ in range(steps):
         base = meter.cpu_current() - x.numel() * x.element_size()
@@ -47,7 +47,7 @@ def measure(step, x, steps):
         step()
         times.append((time.perf_counter() - t0) * 1e3)
         peaks.append(meter.cpu_peak() - base)
-    return max(peaks), statistics.median(times)
+    return max(peaks), min(times)
 
 
 def svg_chart(rows, title):
@@ -121,8 +121,8 @@ def main():
 
     top = by_segments[1][0]
     rows, lines = [], []
-    head = (f"| budget (MiB) | checkpoint_sequential: segments | peak (MiB) | step (ms) | "
-            f"Checkpointed: peak (MiB) | schedule's peak (MiB) | step (ms) | recomputations |")
+    head = ("| budget (MiB) | checkpoint_sequential: segments | peak (MiB) | step (ms) | "
+            "Checkpointed: peak (MiB) | schedule's peak (MiB) | step (ms) | recomputations |")
     lines += [head, "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for share in (float(s) for s in a.shares.split(",")):
         budget = int(top * share)

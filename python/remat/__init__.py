@@ -61,6 +61,7 @@ __all__ = [
     "SolverError",
     "Stage",
     "Transfer",
+    "__version__",
     "needs_link",
     "read_chain",
     "simulate",

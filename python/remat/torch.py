@@ -171,9 +171,9 @@ def _clones(tensors):
         return [t.detach().clone() for t in tensors]
 
 
-def _in_stage(k, what, fn):
+def _in_stage(k, what, fn, *args):
     try:
-        return fn()
+        return fn(*args)
     except (ModelError, BudgetError):
         raise
     except Exception as e:  # libtorch's message, with where it happened
@@ -228,7 +228,7 @@ def _discover(stages, sample, loss, rng):
         for k, s in enumerate(stages):
             x = _recording_input(a)
             with torch.enable_grad():
-                y = _in_stage(k, "forward (recording)", lambda: s(x))
+                y = _in_stage(k, "forward (recording)", s, x)
             _check_output(k, x, y)
             if not y.requires_grad:
                 raise ModelError(k, f"its output {tuple(y.shape)} does not require grad when "
@@ -239,7 +239,7 @@ def _discover(stages, sample, loss, rng):
             del x, y
         leaf = a.detach().requires_grad_(a.is_floating_point())
         with torch.enable_grad():
-            l = _in_stage("loss", "forward", lambda: loss(leaf))
+            l = _in_stage("loss", "forward", loss, leaf)
         _check_loss(l)
         _add_unique(params, _leaves(l, leaf))
         del l, leaf, a
@@ -341,7 +341,7 @@ def _profile(stages, state, sample, loss, meter, rng, warmup, runs):
                     meter.reset_peak()
                     c0 = meter.current()
                     t0 = time.perf_counter()
-                    y = _in_stage(k, "forward (no grad)", lambda: s(a))
+                    y = _in_stage(k, "forward (no grad)", s, a)
                     meter.sync()
                     ms = (time.perf_counter() - t0) * 1e3
                     c1 = meter.current()
@@ -362,7 +362,7 @@ def _profile(stages, state, sample, loss, meter, rng, warmup, runs):
                 meter.reset_peak()
                 c0 = meter.current()
                 with torch.enable_grad():
-                    y = _in_stage(k, "forward (recording)", lambda: s(x))
+                    y = _in_stage(k, "forward (recording)", s, x)
                 c1 = meter.current()
                 _check_output(k, x, y)
                 if not y.requires_grad:
@@ -375,7 +375,7 @@ def _profile(stages, state, sample, loss, meter, rng, warmup, runs):
                 meter.reset_peak()
                 c2 = meter.current()
                 t0 = time.perf_counter()
-                _in_stage(k, "backward", lambda: torch.autograd.backward(y, g))
+                _in_stage(k, "backward", torch.autograd.backward, y, g)
                 meter.sync()
                 ms = (time.perf_counter() - t0) * 1e3
                 if r >= warmup:
@@ -411,10 +411,10 @@ def _profile(stages, state, sample, loss, meter, rng, warmup, runs):
             t0 = time.perf_counter()
             with torch.enable_grad():
                 y = _Capture.apply(a, probe, on_backward)
-                l = _in_stage("loss", "forward", lambda: loss(y))
+                l = _in_stage("loss", "forward", loss, y)
                 del y
                 _check_loss(l)
-                _in_stage("loss", "backward", lambda: l.backward())
+                _in_stage("loss", "backward", l.backward)
             del l
             if "peak" not in seen:
                 raise ModelError("loss", "its gradient does not reach the model's output")
@@ -484,13 +484,13 @@ class _Step:
         s = o.stages[k]
         if self.forwarded[k] is None:
             self.forwarded[k] = o._rng.save()
-            y = _in_stage(k, "forward", lambda: s(x))
+            y = _in_stage(k, "forward", s, x)
         else:  # a recomputation: the same draws, buffers untouched
             now = o._rng.save()
             o._rng.restore(self.forwarded[k])
             _copy_into(o._recompute[k], o._state.buffers[k])  # keep the current values
             try:
-                y = _in_stage(k, "forward", lambda: s(x))
+                y = _in_stage(k, "forward", s, x)
             finally:
                 _copy_into(o._state.buffers[k], o._recompute[k])
                 o._rng.restore(now)
@@ -521,7 +521,7 @@ class _Step:
             gk = self.g[k + 1]
             self.t[k + 1] = None
             self.g[k + 1] = None
-            _in_stage(k, "backward", lambda: torch.autograd.backward(y, gk))
+            _in_stage(k, "backward", torch.autograd.backward, y, gk)
             self.g[k] = x.grad if x.requires_grad else None
             del x, y, gk
             self.a[k] = None
