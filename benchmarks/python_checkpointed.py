@@ -11,8 +11,9 @@ and step time of each, as a table (stdout, and --out FILE) and a chart (--svg FI
 Both peaks are the most remat::torch's CPU meter saw allocated during a whole step
 (`loss(model(x)).backward()`), above what was allocated before it (parameters, their gradients),
 the input included: for Checkpointed its `total_peak`, which includes what autograd holds beside
-its schedule (`outside_schedule`); its schedule's own peak is the next column. Times are the
-least of --steps steps, wall clock, on the CPU: this machine's, and noisy where it is shared.
+its schedule (`outside_schedule`); the next column is the peak the solver predicts for its
+schedule. Each of --steps rounds runs every configuration once (so that load from other
+processes falls on all alike) and each keeps its least time: wall clock, on the CPU.
 """
 
 import argparse
@@ -36,18 +37,30 @@ def resnet_stages(depth, classes=10):
     return [stem, *blocks, torch.nn.Sequential(net.avgpool, torch.nn.Flatten(), net.fc)]
 
 
-def measure(step, x, steps):
-    """(peak bytes above the step's start, the input included; least ms) of `steps` runs: the
-    least time is the one other processes disturbed least."""
-    peaks, times = [], []
-    for _ in range(steps):
-        base = meter.cpu_current() - x.numel() * x.element_size()
-        meter.cpu_reset_peak()
-        t0 = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - t0) * 1e3)
-        peaks.append(meter.cpu_peak() - base)
-    return max(peaks), min(times)
+def one_step(step, x):
+    """(peak bytes above the step's start, the input included; ms) of one run of `step`."""
+    base = meter.cpu_current() - x.numel() * x.element_size()
+    meter.cpu_reset_peak()
+    t0 = time.perf_counter()
+    step()
+    ms = (time.perf_counter() - t0) * 1e3
+    return meter.cpu_peak() - base, ms
+
+
+def measure_all(configs, x, rounds):
+    """Every config's (largest peak, least ms) over `rounds` rounds, each round running every
+    config once: load from other processes falls on all of them alike, and the least time is
+    the one it disturbed least. A config is (name, step, peak_of) where peak_of, if given,
+    reads the peak after the step (Checkpointed resets the meter's peak at every op)."""
+    best = {}
+    for _ in range(rounds):
+        for name, step, peak_of in configs:
+            peak, ms = one_step(step, x)
+            if peak_of is not None:
+                peak = peak_of()
+            old = best.get(name, (0, float("inf")))
+            best[name] = (max(old[0], peak), min(old[1], ms))
+    return best
 
 
 def svg_chart(rows, title):
@@ -92,9 +105,9 @@ def main():
     ap.add_argument("--depth", type=int, default=18, choices=(18, 34, 50))
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--image", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--shares", default="0.3,0.4,0.5,0.7,1.0",
-                    help="budgets as shares of what checkpoint_sequential with 1 segment takes")
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--shares", default="0.52,0.6,0.7,0.85,1.0",
+                    help="budgets as shares of plain autograd's peak")
     ap.add_argument("--out")
     ap.add_argument("--svg")
     a = ap.parse_args()
@@ -109,33 +122,44 @@ def main():
         p.grad = torch.zeros_like(p)  # gradients exist before any measure, for both
 
     def sequential_step(segments):
-        def step():
-            loss(checkpoint_sequential(seq, segments, x)).backward()
-        return step
+        return lambda: loss(checkpoint_sequential(seq, segments, x)).backward()
 
-    # Every segment count once (checkpoint_sequential's memory does not depend on the budget).
-    by_segments = {n: measure(sequential_step(n), x, a.steps) for n in range(1, len(stages) + 1)}
-    plain = measure(lambda: loss(seq(x)).backward(), x, a.steps)
     m = remat.torch.Checkpointed(stages, x, budget=1 << 62, loss=loss)
     least = remat.solve(m.chain, 0).min_feasible_budget
+    top = one_step(lambda: loss(seq(x)).backward(), x)[0]
+    budgets = [int(top * float(s)) for s in a.shares.split(",")]
 
-    top = by_segments[1][0]
+    def remat_step(budget):
+        def step():
+            m.budget = budget
+            loss(m(x)).backward()
+        return step
+
+    # checkpoint_sequential's memory does not depend on the budget: every segment count once.
+    configs = [("plain", lambda: loss(seq(x)).backward(), None)]
+    configs += [(n, sequential_step(n), None) for n in range(1, len(stages) + 1)]
+    plans = {}
+    for b in budgets:
+        m.budget = b
+        plans[b] = m.plan
+        if m.plan.feasible:
+            configs.append((("remat", b), remat_step(b), lambda: m.total_peak))
+    best = measure_all(configs, x, a.steps)
+    plain = best["plain"]
+    by_segments = {n: best[n] for n in range(1, len(stages) + 1)}
+
     rows, lines = [], []
     head = ("| budget (MiB) | checkpoint_sequential: segments | peak (MiB) | step (ms) | "
             "Checkpointed: peak (MiB) | schedule's peak (MiB) | step (ms) | recomputations |")
     lines += [head, "|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for share in (float(s) for s in a.shares.split(",")):
-        budget = int(top * share)
+    for budget in budgets:
         fits = [(ms, n, peak) for n, (peak, ms) in by_segments.items() if peak <= budget]
         ms_seq, n_seq, peak_seq = min(fits) if fits else (None, None, None)
-        m.budget = budget
-        if m.plan.feasible:
-            def remat_step():
-                loss(m(x)).backward()
-            # Checkpointed resets the meter's peak at every op: its own record of the whole step.
-            _, ms_remat = measure(remat_step, x, a.steps)
-            peak_remat, schedule_peak = m.total_peak, m.measured_peak
-            recomputations = len(m.plan.ops) - (2 * len(stages) + 1)
+        plan = plans[budget]
+        if plan.feasible:
+            peak_remat, ms_remat = best[("remat", budget)]
+            schedule_peak = plan.peak_memory
+            recomputations = len(plan.ops) - (2 * len(stages) + 1)
         else:
             peak_remat = ms_remat = schedule_peak = recomputations = None
         mib = lambda v: "-" if v is None else f"{v / 2**20:.1f}"
