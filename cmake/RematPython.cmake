@@ -17,7 +17,8 @@ set(REMAT_PYTHON_INSTALL_DIR lib/python3/dist-packages CACHE STRING
     "Where `cmake --install` puts the package remat/, relative to the prefix")
 
 # Says why the package is not built: an error where it was asked for (ON), one line otherwise.
-function(remat_python_unavailable why)
+function(remat_python_unavailable)
+  string(JOIN "" why ${ARGV})
   if(REMAT_PYTHON STREQUAL "ON")
     message(FATAL_ERROR "REMAT_PYTHON=ON: ${why}")
   endif()
@@ -30,13 +31,16 @@ if(NOT REMAT_PYTHON STREQUAL "OFF" AND NOT REMAT_PYTHON STREQUAL "ON"
 endif()
 
 set(remat_python_ok OFF)
-if(NOT REMAT_PYTHON STREQUAL "OFF")
-  if(REMAT_SANITIZE)
-    remat_python_unavailable("a module built with REMAT_SANITIZE=${REMAT_SANITIZE} cannot be "
-                             "loaded by Python")
-  elseif(NOT TARGET nlohmann_json::nlohmann_json)
-    remat_python_unavailable("it reads chain files with nlohmann-json, which is looked for only "
-                             "with the tools or tests (REMAT_BUILD_TOOLS)")
+if(NOT REMAT_PYTHON STREQUAL "OFF" AND REMAT_SANITIZE)
+  remat_python_unavailable("a module built with REMAT_SANITIZE=${REMAT_SANITIZE} cannot be "
+                           "loaded by Python")
+elseif(NOT REMAT_PYTHON STREQUAL "OFF")
+  if(NOT TARGET nlohmann_json::nlohmann_json)
+    find_package(nlohmann_json 3.10 QUIET)  # chain files; found already with tools or tests
+  endif()
+  if(NOT TARGET nlohmann_json::nlohmann_json)
+    remat_python_unavailable("nlohmann-json (>= 3.10), which reads chain files, not found "
+                             "(Debian: nlohmann-json3-dev)")
   else()
     if(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
       set(Python3_EXECUTABLE /usr/bin/python3)
@@ -51,7 +55,7 @@ if(NOT REMAT_PYTHON STREQUAL "OFF")
       set(PYBIND11_FINDPYTHON ON)  # pybind11 uses the Python3 found above
       find_package(pybind11 2.6 CONFIG QUIET)
       if(NOT pybind11_FOUND)
-        remat_python_unavailable("pybind11's CMake package not found (Debian: pybind11-dev; or "
+        remat_python_unavailable("pybind11's CMake package not found (Debian: pybind11-dev, or "
                                  "-Dpybind11_DIR=...)")
       else()
         set(remat_python_ok ON)
