@@ -7,9 +7,14 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace torch_cases;
@@ -210,4 +215,171 @@ TEST_CASE("bad input: an error that names the stage, and nothing changed") {
     CHECK(r.measured_peak == 0);
     for (const auto& p : c.net->parameters()) CHECK(!p.grad().defined());
   }
+}
+
+namespace {
+
+// Whether `ops` moves an activation (a) or a tape (t).
+bool moves(const std::vector<remat::op>& ops, remat::tensor_kind kind) {
+  return std::any_of(ops.begin(), ops.end(), [&](const remat::op& o) {
+    return o.kind == remat::op_kind::offload && o.tensor == kind;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("offloading: autograd's gradients, and the budget kept whatever the copies take") {
+  at::set_num_threads(1);
+  for (model_case c : {resnet_case(), gpt_case()}) {
+    CAPTURE(c.name);
+    c.net->train();
+    const snapshot before = state_of(c.net);
+    remat::torch::profiled_chain p = remat::torch::profile(c.net, c.input, c.loss);
+    // A link on which moving a stage's tape takes about as long as its forward: offloading then
+    // competes with recomputation.
+    double tapes = 0, forwards = 0;
+    for (const remat::stage& s : p.chain.stages) {
+      tapes += static_cast<double>(s.tape_size);
+      forwards += s.forward_time;
+    }
+    const remat::transfer_rates link{tapes / forwards, tapes / forwards};
+    remat::chain linked = p.chain;
+    linked.transfer = link;
+    const remat::size_type store_all =
+        remat::solve(linked, remat::max_size, {.solver = remat::solver::store_all})
+            .plan.peak_memory;
+    const remat::size_type recompute_least =
+        remat::solve(linked, 0, {.solver = remat::solver::optimal}).min_feasible_budget;
+
+    // Copies delayed by up to 2 ms each, pseudo-randomly (the same delays every run).
+    std::uint64_t state = 12345;
+    auto delay = [&state](std::size_t) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      std::this_thread::sleep_for(std::chrono::microseconds((state >> 33) % 2000));
+    };
+    std::size_t steps = 0, compared = 0, below_recompute = 0;
+    bool moved_activation = false, moved_tape = false;
+    remat::size_type largest_difference = 0, largest_peak_difference = 0;
+    for (remat::solver s : {remat::solver::offload, remat::solver::save_on_cpu,
+                            remat::solver::vdnn, remat::solver::sequential_offload}) {
+      CAPTURE(remat::name(s));
+      const remat::size_type least = remat::solve(linked, 0, {.solver = s}).min_feasible_budget;
+      if (least == remat::solve_result::no_budget) continue;
+      std::vector<remat::size_type> budgets = {least, store_all};
+      if (s == remat::solver::offload) {
+        // The least budget it fits below recomputation's least, in steps of 1/64 of it.
+        remat::size_type below = 0;
+        for (remat::size_type b = recompute_least - recompute_least / 64; b > 0;
+             b -= recompute_least / 64) {
+          if (!remat::solve(linked, b, {.solver = s}).feasible) break;
+          below = b;
+        }
+        if (below > 0) budgets.push_back(below);
+      }
+      for (const bool delayed : {false, true}) {
+        remat::torch::executor ex(c.net, {.solve = {.solver = s},
+                                          .transfer = link,
+                                          .before_copy = delayed ? std::function<void(std::size_t)>(delay)
+                                                         : nullptr});
+        ex.use_profile(p);
+        for (const remat::size_type budget : budgets) {
+          CAPTURE(budget);
+          CAPTURE(delayed);
+          const snapshot ref = reference_step(c.net, c.input, c.loss, 7);
+          {
+            torch::NoGradGuard g;
+            const auto bufs = c.net->buffers();
+            for (std::size_t j = 0; j < bufs.size(); ++j) bufs[j].copy_(before.buffers[j]);
+            for (auto& q : c.net->parameters()) q.mutable_grad().zero_();
+          }
+          torch::manual_seed(7);
+          const remat::torch::step_result r = ex.step(c.input, c.loss, budget);
+          REQUIRE(r.feasible);
+          ++steps;
+          below_recompute += budget < recompute_least;
+          moved_activation |= moves(r.plan.ops, remat::tensor_kind::activation);
+          moved_tape |= moves(r.plan.ops, remat::tensor_kind::tape);
+          const snapshot got = state_of(c.net);
+          for (std::size_t j = 0; j < got.grads.size(); ++j)
+            CHECK(same(got.grads[j], ref.grads[j]));
+          for (std::size_t j = 0; j < got.buffers.size(); ++j)
+            CHECK(same(got.buffers[j], ref.buffers[j]));
+          CHECK(same(r.input_gradient, ref.input_grad));
+          if (std::getenv("REMAT_DUMP") != nullptr && !r.as_predicted) {
+            std::printf("%s %s budget %lld delayed %d peak %lld measured %lld\n", c.name.c_str(),
+                        remat::name(s).data(), (long long)budget, (int)delayed,
+                        (long long)r.plan.peak_memory, (long long)r.measured_peak);
+            const remat::replay_result sim = remat::simulate(linked, r.plan.ops);
+            for (std::size_t i = 0; i < r.plan.ops.size(); ++i)
+              std::printf("  %3zu %-10s exp %8lld got %8lld order %d  model %.3f-%.3f real %.3f-%.3f\n", i,
+                          remat::to_string(r.plan.ops[i]).c_str(),
+                          (long long)r.expected_op_peaks[i], (long long)r.op_peaks[i],
+                          (int)r.in_predicted_order[i], sim.start[i], sim.end[i],
+                          r.op_start_ms[i], r.op_end_ms[i]);
+          }
+          // The guarantee: never above the model's peak, whatever the timing.
+          CHECK(r.measured_peak <= r.plan.peak_memory);
+          CHECK(r.plan.peak_memory <= budget);
+          CHECK(r.within_budget);
+          // Where the timing was as predicted, each op allocated what the model says.
+          CHECK(r.as_predicted);
+          for (std::size_t i = 0; i < r.plan.ops.size(); ++i) {
+            if (remat::is_transfer(r.plan.ops[i].kind)) continue;
+            compared += r.in_predicted_order[i] != 0;
+            largest_difference =
+                std::max(largest_difference, std::abs(r.op_peaks[i] - r.expected_op_peaks[i]));
+          }
+          largest_peak_difference =
+              std::max(largest_peak_difference, r.expected_peak - r.measured_peak);
+          {
+            torch::NoGradGuard g;
+            const auto bufs = c.net->buffers();
+            for (std::size_t j = 0; j < bufs.size(); ++j) bufs[j].copy_(before.buffers[j]);
+          }
+        }
+      }
+    }
+    CHECK(moved_activation);
+    CHECK(moved_tape);
+    CHECK(below_recompute > 0);
+    CHECK(compared > 0);
+    MESSAGE(c.name << ": " << steps << " offloading steps (" << below_recompute
+                   << " below recomputation's least budget); " << compared
+                   << " compute ops in the predicted order allocated exactly the prediction; "
+                      "over all compute ops, measured and predicted op peaks differ by at most "
+                   << largest_difference << " bytes, step peaks by at most "
+                   << largest_peak_difference << " bytes below the prediction");
+  }
+}
+
+TEST_CASE("offloading: bad input is named") {
+  at::set_num_threads(1);
+  torch::manual_seed(4);
+  torch::nn::Sequential net(torch::nn::Linear(8, 8), torch::nn::ReLU(), torch::nn::Linear(8, 8));
+  CHECK_THROWS_WITH_AS(
+      remat::torch::executor(net, {.transfer = {-1, 1}}),
+      doctest::Contains("executor_options::transfer: a bandwidth must be finite and >= 0"),
+      std::invalid_argument);
+  // vDNN offloads the input a_0; here it is a view of a larger tensor: the step runs on a copy.
+  const at::Tensor batch = torch::randn({10, 8});
+  const at::Tensor x = batch.slice(0, 0, 5);
+  const at::Tensor batch_before = batch.clone();
+  for (auto& q : net->parameters()) q.mutable_grad() = torch::zeros_like(q);
+  at::Tensor xr = x.detach().requires_grad_(true);
+  sum_loss()(net->forward(xr)).backward();
+  std::vector<at::Tensor> want;
+  for (auto& q : net->parameters()) {
+    want.push_back(q.grad().clone());
+    q.mutable_grad().zero_();
+  }
+  remat::torch::executor ex(net, {.solve = {.solver = remat::solver::vdnn}, .transfer = {1e3, 1e3}});
+  const remat::torch::step_result r = ex.step(x, sum_loss(), remat::max_size);
+  REQUIRE(r.feasible);
+  CHECK(moves(r.plan.ops, remat::tensor_kind::activation));
+  CHECK(r.measured_peak <= r.plan.peak_memory);
+  CHECK(r.as_predicted);
+  CHECK(torch::equal(r.input_gradient, xr.grad()));
+  std::size_t j = 0;
+  for (auto& q : net->parameters()) CHECK(torch::equal(q.grad(), want[j++]));
+  CHECK(torch::equal(batch, batch_before));
 }

@@ -35,6 +35,7 @@
 #include <remat/schedule.hpp>
 #include <remat/solve.hpp>
 #include <remat/torch/detail/state.hpp>
+#include <remat/torch/detail/transfers.hpp>
 #include <remat/torch/memory.hpp>
 #include <remat/torch/profile.hpp>
 #include <remat/torch/stage.hpp>
@@ -42,9 +43,12 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -70,6 +74,14 @@ struct executor_options {
   memory_meter* memory = nullptr;
   /// Throw `budget_exceeded` as soon as an op's measured peak goes above the step's budget.
   bool enforce_budget = false;
+  /// The link to host memory the solver may use, in bytes per millisecond each way (the
+  /// profile's units): it becomes the `transfer` of every profile this executor uses, so that
+  /// `solver::offload` and the offloading baselines can move activations and tapes to host
+  /// memory. Zero (the default): no link, no transfers.
+  remat::transfer_rates transfer = {};
+  /// Called on a copy thread before each offload or prefetch, with the op's index: for tracing,
+  /// and for tests that delay copies (a late copy costs time, never memory).
+  std::function<void(std::size_t)> before_copy = {};
 };
 
 /// An op of a step that allocated more than the budget (`executor_options::enforce_budget`).
@@ -108,10 +120,20 @@ struct step_result {
   size_type expected_peak = 0;
   double loss = 0;                  ///< the loss's value
   size_type measured_peak = 0;      ///< the most allocated while the step ran, in bytes
-  std::vector<size_type> op_peaks;  ///< the most allocated while each op ran
-  bool within_budget = false;       ///< `measured_peak <= budget`
-  bool as_predicted = false;        ///< `op_peaks == expected_op_peaks`, so the peaks are equal
-  double measured_ms = 0;           ///< wall time of the step, milliseconds
+  /// The most allocated while each compute op (and wait) ran, by every thread; for an offload,
+  /// what was allocated when it started, and for a prefetch, right after its allocation.
+  std::vector<size_type> op_peaks;
+  /// Per op: 1 where what it measures can be compared with the prediction: every op of a
+  /// schedule without transfers; with transfers, a compute op (or wait) before which the
+  /// prefetches allocated and the offloads freed exactly what the model has allocated and freed
+  /// at its predicted start, and none of them while it ran (the timing was as predicted).
+  std::vector<char> in_predicted_order;
+  bool within_budget = false;  ///< `measured_peak <= budget`
+  /// `op_peaks[i] == expected_op_peaks[i]` for every op `in_predicted_order` (without
+  /// transfers: all of them, so the peaks are equal too).
+  bool as_predicted = false;
+  double measured_ms = 0;                 ///< wall time of the step, milliseconds
+  std::vector<double> op_start_ms, op_end_ms;  ///< when each op started and ended, ms
   at::Tensor input_gradient;        ///< g_0 (undefined for an input that cannot have one)
 };
 
@@ -124,8 +146,13 @@ class executor {
       { stages_of(std::forward<Stages>(s)) } -> std::same_as<std::vector<stage>>;
     }
   explicit executor(Stages&& stages, executor_options options = {})
-      : stages_(stages_of(std::forward<Stages>(stages))), options_(options) {
+      : stages_(stages_of(std::forward<Stages>(stages))), options_(std::move(options)) {
     if (stages_.empty()) throw model_error(model_error::no_stage, "no stages to run");
+    for (const double bw : {options_.transfer.offload_bandwidth,
+                            options_.transfer.prefetch_bandwidth})
+      if (!(bw >= 0) || bw - bw != 0)
+        throw std::invalid_argument("executor_options::transfer: a bandwidth must be finite and "
+                                    ">= 0 (bytes per ms), not " + std::to_string(bw));
   }
 
   /// Profiles the model at `sample`'s shape (again, if it was) with `loss`.
@@ -133,6 +160,8 @@ class executor {
     detail::check_options(options_.profiling);
     discover(sample, loss);
     profiled_chain p = detail::profile_stages(stages_, state_, sample, loss, options_.profiling);
+    p.chain.transfer = options_.transfer;
+    remat::validate(p.chain);
     entry& e = shapes_[tensor_shape::of(sample)];
     e.profile = std::move(p);
     e.plans.clear();
@@ -146,6 +175,7 @@ class executor {
       throw model_error(model_error::no_stage,
                         "the profile has " + std::to_string(p.chain.length()) +
                             " stages, the model " + std::to_string(stages_.size()));
+    p.chain.transfer = options_.transfer;
     remat::validate(p.chain);
     entry& e = shapes_[p.input];
     e.profile = std::move(p);
@@ -198,9 +228,19 @@ class executor {
     if (!solved.feasible) return r;
     r.expected_op_peaks = expected_op_peaks(e.profile, r.plan.ops);
     r.expected_peak = detail::peak_of(e.profile, r.expected_op_peaks);
-    run(e.profile, input, loss, r);
+    const bool moves = std::any_of(r.plan.ops.begin(), r.plan.ops.end(),
+                                   [](const op& o) { return is_transfer(o.kind); });
+    if (moves) {
+      const detail::transfer_plan plan = detail::make_transfer_plan(e.profile.chain, r.plan.ops);
+      run(e.profile, input, loss, r, &plan);
+    } else {
+      run(e.profile, input, loss, r, nullptr);
+    }
     r.within_budget = r.measured_peak <= budget;
-    r.as_predicted = r.op_peaks == r.expected_op_peaks;
+    r.as_predicted = true;
+    for (std::size_t i = 0; i < r.op_peaks.size(); ++i)
+      if (r.in_predicted_order[i] && r.op_peaks[i] != r.expected_op_peaks[i])
+        r.as_predicted = false;
     return r;
   }
 
@@ -217,11 +257,6 @@ class executor {
       return std::tie(a.sizes, a.dtype) < std::tie(b.sizes, b.dtype);
     }
   };
-  struct tape {
-    at::Tensor input;   // the detached input the stage was recorded on
-    at::Tensor output;  // its output, carrying the stage's graph
-  };
-
   [[nodiscard]] std::string profiled_shapes() const {
     std::string s;
     for (const auto& [shape, e] : shapes_)
@@ -259,9 +294,21 @@ class executor {
     }
   }
 
+  // A materialization of a_k or t_k: what a slot of the step holds.
+  struct held_tensor {
+    at::Tensor value;  // a_k, or the output stage k-1 recorded (t_k's graph comes with it)
+    at::Tensor input;  // t_k: the detached input stage k-1 was recorded on
+    std::vector<c10::Storage> storages;  // what an offload moves (t_k: collected when recorded)
+    std::vector<c10::DataPtr> host;      // an offload's host copies, until they replace the device's
+  };
+  using slot = std::shared_ptr<held_tensor>;
+
+  // Runs `r.plan` (with `transfers`, the plan of a schedule that moves tensors; null otherwise).
   void run(const profiled_chain& p, const at::Tensor& input, const loss_function& loss,
-           step_result& r) {
+           step_result& r, const detail::transfer_plan* transfers) {
     const std::size_t L = stages_.size();
+    const std::vector<op>& ops = r.plan.ops;
+    const std::size_t n = ops.size();
     std::vector<at::Tensor> defined_here;  // gradients this step gave a zero tensor
     for (const at::Tensor& q : state_.parameters)
       if (!q.grad().defined()) defined_here.push_back(q);
@@ -273,17 +320,39 @@ class executor {
     bool backward_started = false;
 
     memory_meter& m = options_.memory ? *options_.memory : cpu_memory();
-    size_type base = m.current() - detail::bytes_of(input);
-    size_type peak = 0;
-    r.op_peaks.reserve(r.plan.ops.size());
+    // An offload of a_0 moves the input's storage: where that storage is more than the input
+    // (a view of a batch) or is not counted by the CPU meter (allocated before it was
+    // installed), the step runs on a copy of the input, allocated and counted here as a_0.
+    bool copy_input = false;
+    if (transfers != nullptr && transfers->offloads_input) {
+      const c10::Storage& s = input.storage();
+      copy_input = static_cast<size_type>(s.nbytes()) != detail::bytes_of(input) ||
+                   (&m == &cpu_memory() &&
+                    detail::tracking_cpu_allocator::serial_of(s.data_ptr()) == 0);
+    }
+    size_type base = m.current() - (copy_input ? 0 : detail::bytes_of(input));
+    m.reset_peak();
+    at::Tensor a0 = input;
+    if (copy_input) {
+      const at::NoGradGuard no_grad;
+      a0 = input.clone(at::MemoryFormat::Contiguous);
+    }
+    std::atomic<size_type> copies_base{base};  // `base` for the copy threads
+    size_type peak = 0, op_peak = 0;
+    r.op_peaks.assign(n, 0);
+    r.op_start_ms.assign(n, 0);
+    r.op_end_ms.assign(n, 0);
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      std::vector<at::Tensor> a(L + 1), g(L + 1);
-      std::vector<tape> t(L + 1);
-      a[0] = input;
-      auto input_of = [&](std::size_t k) -> const at::Tensor& {
-        return a[k].defined() ? a[k] : t[k].output;
-      };
+      // Device slots (held: non-null), host slots (a host copy), gradients.
+      std::vector<slot> a(L + 1), t(L + 1), a_host(L + 1), t_host(L + 1);
+      std::vector<at::Tensor> g(L + 1);
+      std::vector<slot> tasks(n);  // what each transfer moves, while it runs
+      a[0] = std::make_shared<held_tensor>();
+      a[0]->value = a0;
+      struct {
+        slot in, out, tape, dropped;
+      } cur;  // the compute op under way
       auto forward = [&](std::size_t k, const char* op, const at::Tensor& x) {
         at::Tensor y;
         if (!forwarded[k]) {
@@ -313,10 +382,36 @@ class executor {
                                    "; a stage must give the same shape for the same input");
         return y;
       };
-      for (std::size_t i = 0; i < r.plan.ops.size(); ++i) {
-        const op& o = r.plan.ops[i];
-        m.reset_peak();
-        size_type op_peak = 0;
+      auto input_slot = [&](std::size_t k) -> const slot& { return a[k] ? a[k] : t[k]; };
+      // A compute op's slots, taken when it starts (before the transfers issued after it).
+      auto prepare = [&](std::size_t i) {
+        const op& o = ops[i];
+        const auto k = static_cast<std::size_t>(o.stage);
+        cur = {};
+        switch (o.kind) {
+          case op_kind::forward_checkpoint:
+          case op_kind::forward_none:
+            cur.in = input_slot(k);
+            if (o.kind == op_kind::forward_none && a[k]) cur.dropped = std::move(a[k]);
+            cur.out = a[k + 1] = std::make_shared<held_tensor>();
+            break;
+          case op_kind::forward_all:
+            cur.in = input_slot(k);
+            cur.out = t[k + 1] = std::make_shared<held_tensor>();
+            break;
+          case op_kind::loss:
+            cur.in = input_slot(L);
+            if (a[L]) cur.dropped = std::move(a[L]);
+            break;
+          case op_kind::backward:
+            cur.tape = std::move(t[k + 1]);
+            if (a[k]) cur.dropped = std::move(a[k]);
+            break;
+          default: break;  // a wait
+        }
+      };
+      auto execute = [&](std::size_t i) {
+        const op& o = ops[i];
         const auto k = static_cast<std::size_t>(o.stage);
         switch (o.kind) {
           case op_kind::forward_checkpoint:
@@ -324,56 +419,170 @@ class executor {
             at::Tensor y;
             {
               const at::NoGradGuard no_grad;
-              y = forward(k, o.kind == op_kind::forward_none ? "F_none" : "F_ck", input_of(k));
+              y = forward(k, o.kind == op_kind::forward_none ? "F_none" : "F_ck", cur.in->value);
             }
-            a[k + 1] = std::move(y);
-            if (o.kind == op_kind::forward_none) a[k] = at::Tensor();
+            cur.out->value = std::move(y);
             break;
           }
           case op_kind::forward_all: {
-            at::Tensor x = detail::recording_input(input_of(k));
-            at::Tensor y = forward(k, "F_all", x);
+            at::Tensor x = detail::recording_input(cur.in->value);
+            at::Tensor y;
+            if (transfers != nullptr && transfers->records_moved_tape[i]) {
+              // Its tape moves later: what autograd saves (and the output) that this op
+              // allocated is what the offload moves, and must be the whole tape.
+              std::vector<at::Tensor> saved;
+              const std::uint64_t since = detail::cpu_tracker().last_serial();
+              {
+                const detail::collect_saved collect(saved);
+                y = forward(k, "F_all", x);
+              }
+              saved.push_back(y);
+              cur.out->storages = detail::storages_since(since, saved);
+              const size_type found = detail::bytes_of(cur.out->storages);
+              const size_type tape = p.chain.stages[k].tape_size;
+              if (found != tape)
+                throw model_error(k, "F_all",
+                                  "the tape t_" + std::to_string(k + 1) + " is " +
+                                      std::to_string(tape) + " bytes, but its output and what "
+                                      "autograd saved that this stage allocated are " +
+                                      std::to_string(found) + "; it cannot be offloaded whole");
+            } else {
+              y = forward(k, "F_all", x);
+            }
             detail::check_differentiable(k, y);
-            t[k + 1] = {std::move(x), std::move(y)};
+            cur.out->value = std::move(y);
+            cur.out->input = std::move(x);
             break;
           }
           case op_kind::loss: {
-            at::Tensor leaf = input_of(L).detach().requires_grad_(true);
-            at::Tensor l = detail::in_stage(model_error::no_stage, "loss", [&] { return loss(leaf); });
+            at::Tensor leaf = cur.in->value.detach().requires_grad_(true);
+            at::Tensor l =
+                detail::in_stage(model_error::no_stage, "loss", [&] { return loss(leaf); });
             detail::check_loss(l);
             define_new_gradients(detail::walk_graph(l, leaf).leaves, m, base, op_peak,
                                  defined_here);
+            copies_base.store(base);
             backward_started = true;
             detail::in_stage(model_error::no_stage, "loss", [&] { l.backward(); });
             r.loss = l.item<double>();
             g[L] = leaf.grad();
-            a[L] = at::Tensor();
             break;
           }
           case op_kind::backward: {
             backward_started = true;
+            cur.tape->storages.clear();  // autograd frees saved tensors as the backward goes
             detail::in_stage(k, "B", [&] {
-              ::torch::autograd::backward({t[k + 1].output}, {g[k + 1]});
+              ::torch::autograd::backward({cur.tape->value}, {g[k + 1]});
             });
-            g[k] = t[k + 1].input.requires_grad() ? t[k + 1].input.grad() : at::Tensor();
-            t[k + 1] = tape{};
+            g[k] = cur.tape->input.requires_grad() ? cur.tape->input.grad() : at::Tensor();
+            cur.tape.reset();
             g[k + 1] = at::Tensor();
-            a[k] = at::Tensor();
             break;
           }
-          case op_kind::offload:
-          case op_kind::prefetch:
-          case op_kind::wait:
-            // The profile's chain has no `transfer`, so no solver gives these.
-            throw std::invalid_argument("remat::torch::executor: op " + std::to_string(i) + " (" +
-                                        to_string(o) + ") is a transfer; this executor runs "
-                                        "schedules without offloading only");
+          default: break;  // a wait
         }
+        cur = {};
+      };
+      auto begin_measure = [&](std::size_t i) {
+        peak = std::max(peak, m.peak() - base);  // while no compute op ran (copies only)
+        m.reset_peak();
+        op_peak = 0;
+        r.op_start_ms[i] = detail::elapsed_ms(t0);
+      };
+      auto end_measure = [&](std::size_t i) {
+        r.op_end_ms[i] = detail::elapsed_ms(t0);
         op_peak = std::max(op_peak, m.peak() - base);
-        r.op_peaks.push_back(op_peak);
+        r.op_peaks[i] = op_peak;
         peak = std::max(peak, op_peak);
         if (options_.enforce_budget && op_peak > r.budget)
-          throw budget_exceeded(i, to_string(o), op_peak, r.expected_op_peaks[i], r.budget);
+          throw budget_exceeded(i, to_string(ops[i]), op_peak, r.expected_op_peaks[i], r.budget);
+      };
+
+      if (transfers == nullptr) {
+        for (std::size_t i = 0; i < n; ++i) {
+          begin_measure(i);
+          prepare(i);
+          execute(i);
+          end_measure(i);
+        }
+        r.in_predicted_order.assign(n, 1);
+      } else {
+        if (std::find(transfers->records_moved_tape.begin(), transfers->records_moved_tape.end(),
+                      1) != transfers->records_moved_tape.end())
+          detail::install_recording_engine();
+        detail::transfer_runner runner(*transfers);
+        auto issue = [&](std::size_t i) {
+          const op& o = ops[i];
+          const auto k = static_cast<std::size_t>(o.stage);
+          const bool is_tape = o.tensor == tensor_kind::tape;
+          slot& device = is_tape ? t[k] : a[k];
+          slot& host = is_tape ? t_host[k] : a_host[k];
+          if (o.kind == op_kind::offload) {
+            tasks[i] = device;
+            host = std::move(device);
+          } else if (o.kind == op_kind::prefetch) {
+            tasks[i] = host;
+            device = std::move(host);
+          }
+        };
+        auto copy = [&](std::size_t i) {
+          const op& o = ops[i];
+          if (options_.before_copy) options_.before_copy(i);
+          held_tensor& e = *tasks[i];
+          if (o.kind == op_kind::offload) {
+            if (o.tensor == tensor_kind::activation) e.storages = {e.value.storage()};
+            for (const c10::Storage& s : e.storages)
+              if (s.device_type() != c10::DeviceType::CPU)
+                throw std::invalid_argument(
+                    "remat::torch::executor: op " + std::to_string(i) + " (" + to_string(o) +
+                    ") moves a tensor on " + c10::DeviceTypeName(s.device_type()) +
+                    "; offloading runs on CPU tensors only (the CUDA path is future work)");
+            if (detail::bytes_of(e.storages) != transfers->moved_bytes[i])
+              throw model_error(
+                  static_cast<std::size_t>(o.stage), to_string(o),
+                  "its storage is " + std::to_string(detail::bytes_of(e.storages)) +
+                      " bytes, the model's tensor " + std::to_string(transfers->moved_bytes[i]) +
+                      " (a view of a larger tensor?); offloading moves whole storages");
+            r.op_peaks[i] = m.current() - copies_base.load();
+            e.host = detail::copy_to_host(e.storages);
+          } else {
+            if (detail::bytes_of(e.storages) != transfers->moved_bytes[i])
+              throw std::logic_error("remat::torch::executor: op " + std::to_string(i) + " (" +
+                                     to_string(o) + ") found " +
+                                     std::to_string(detail::bytes_of(e.storages)) +
+                                     " bytes to bring back, the model " +
+                                     std::to_string(transfers->moved_bytes[i]));
+            std::vector<c10::DataPtr> blocks = detail::allocate_device(e.storages);
+            runner.event(i);
+            r.op_peaks[i] = m.current() - copies_base.load();
+            detail::install_device_copies(e.storages, blocks);
+            if (o.tensor == tensor_kind::activation) e.storages.clear();
+            tasks[i].reset();
+          }
+        };
+        auto free = [&](std::size_t i) {
+          held_tensor& e = *tasks[i];
+          detail::install_host_copies(e.storages, e.host);
+          tasks[i].reset();
+        };
+        runner.run(
+            [&](std::size_t i) {
+              begin_measure(i);
+              prepare(i);
+            },
+            issue,
+            [&](std::size_t i) {
+              execute(i);
+              end_measure(i);
+            },
+            copy, free);
+        peak = std::max(peak, m.peak() - base);  // the copies after the last compute op
+        r.in_predicted_order = predicted_order(*transfers, runner, ops);
+        for (std::size_t i = 0; i < n; ++i)
+          if (is_transfer(ops[i].kind) && ops[i].kind != op_kind::wait) {
+            r.op_start_ms[i] = runner.start_ms(i);
+            r.op_end_ms[i] = runner.end_ms(i);
+          }
       }
       r.input_gradient = g[0];
     } catch (...) {
@@ -386,6 +595,32 @@ class executor {
     }
     r.measured_ms = detail::elapsed_ms(t0);
     r.measured_peak = peak;
+  }
+
+  // Per op: whether the transfers' memory events (a prefetch's allocation, an offload's free)
+  // before it and while it ran were the model's at the predicted times; for compute-stream ops.
+  static std::vector<char> predicted_order(const detail::transfer_plan& plan,
+                                           const detail::transfer_runner& runner,
+                                           const std::vector<op>& ops) {
+    const std::size_t n = ops.size();
+    std::vector<char> out(n, 0);
+    for (std::size_t j = 0; j < n; ++j) {
+      if (plan.streams[j] != detail::op_stream::compute) continue;
+      bool same = true;
+      for (std::size_t e = 0; e < n && same; ++e) {
+        if (!plan.has_event[e]) continue;
+        const detail::event_key& key =
+            ops[e].kind == op_kind::prefetch ? plan.allocation[e] : plan.release[e];
+        const std::uint64_t seq = runner.event_seq(e);
+        const bool model_before = key < plan.allocation[j];
+        const bool model_during = !model_before && key.time < plan.end[j];
+        const bool real_before = seq != 0 && seq < runner.start_seq(j);
+        const bool real_during = seq > runner.start_seq(j) && seq < runner.end_seq(j);
+        same = model_before == real_before && !model_during && !real_during;
+      }
+      out[j] = same ? 1 : 0;
+    }
+    return out;
   }
 
   std::vector<stage> stages_;

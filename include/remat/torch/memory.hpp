@@ -50,7 +50,9 @@ namespace detail {
 // Wraps the CPU allocator libtorch had. Each block carries a header of one alignment unit
 // (64 bytes, libtorch's CPU alignment, so the tensor's data stays aligned) holding the size
 // asked for and how to free the block; the tensor sees `data == context`, which libtorch's
-// raw_allocate (used by mkldnn) requires.
+// raw_allocate (used by mkldnn) requires. Each block also gets a serial number, increasing in
+// allocation order, so that the executor can tell the blocks a recording forward allocated from
+// those that existed before it (offloading moves the former only: executor.hpp).
 class tracking_cpu_allocator final : public c10::Allocator, public memory_meter {
  public:
   static constexpr std::size_t header_bytes = 64;
@@ -66,6 +68,7 @@ class tracking_cpu_allocator final : public c10::Allocator, public memory_meter 
     h->wrapped_deleter = block.get_deleter();
     h->wrapped_context = block.release_context();
     h->owner = this;
+    h->serial = serial_.fetch_add(1, std::memory_order_relaxed) + 1;
     add(h->bytes);
     void* data = base + header_bytes;
     return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
@@ -78,12 +81,26 @@ class tracking_cpu_allocator final : public c10::Allocator, public memory_meter 
   [[nodiscard]] size_type peak() const override { return peak_.load(std::memory_order_relaxed); }
   void reset_peak() override { peak_.store(current(), std::memory_order_relaxed); }
 
+  /// The serial number the next block will be above: blocks allocated after this call have
+  /// `serial_of` greater than what it returns.
+  [[nodiscard]] std::uint64_t last_serial() const noexcept {
+    return serial_.load(std::memory_order_relaxed);
+  }
+  /// A block's serial number (1, 2, ... in allocation order), or 0 if this tracker did not
+  /// allocate it.
+  [[nodiscard]] static std::uint64_t serial_of(const c10::DataPtr& p) noexcept {
+    if (p.get() == nullptr || p.get_deleter() != &release) return 0;
+    return reinterpret_cast<const header*>(static_cast<const std::byte*>(p.get()) - header_bytes)
+        ->serial;
+  }
+
  private:
   struct header {
     size_type bytes;
     c10::DeleterFnPtr wrapped_deleter;
     void* wrapped_context;
     const tracking_cpu_allocator* owner;
+    std::uint64_t serial;
   };
   static_assert(sizeof(header) <= header_bytes);
 
@@ -104,21 +121,25 @@ class tracking_cpu_allocator final : public c10::Allocator, public memory_meter 
   c10::Allocator* wrapped_;
   mutable std::atomic<size_type> current_{0};
   mutable std::atomic<size_type> peak_{0};
+  mutable std::atomic<std::uint64_t> serial_{0};
 };
 
-}  // namespace detail
-
-/// The tracker of libtorch's CPU allocator, installed on the first call (thread-safe) with a
-/// priority above libtorch's default one, and never removed.
-inline memory_meter& cpu_memory() {
-  static detail::tracking_cpu_allocator* const tracker = [] {
+// The tracker, installed on the first call.
+inline tracking_cpu_allocator& cpu_tracker() {
+  static tracking_cpu_allocator* const tracker = [] {
     // Never destroyed: tensors freed during static destruction still find it.
-    auto* t = new detail::tracking_cpu_allocator(c10::GetCPUAllocator());
+    auto* t = new tracking_cpu_allocator(c10::GetCPUAllocator());
     c10::SetCPUAllocator(t, /*priority=*/1);
     return t;
   }();
   return *tracker;
 }
+
+}  // namespace detail
+
+/// The tracker of libtorch's CPU allocator, installed on the first call (thread-safe) with a
+/// priority above libtorch's default one, and never removed.
+inline memory_meter& cpu_memory() { return detail::cpu_tracker(); }
 
 #if defined(REMAT_TORCH_CUDA)
 /// The CUDA caching allocator's statistics for `device`: bytes allocated to tensors (not the
