@@ -5,6 +5,13 @@
 // solver fits, a third and two thirds of the way to store-all's peak, and store-all's peak.
 // Counters: `predicted_ms` (the schedule's makespan), `measured_ms` (the step's wall time, mean)
 // and `ratio` (measured / predicted), plus the budget and the measured peak in MiB.
+//
+// Offloading (`offload`, `save_on_cpu`, `vdnn`, `sequential_offload`): the executor gets a link
+// on which moving a stage's tape takes about as long as its forward (the tapes' bytes over the
+// forwards' time, each way); its copies are memcpy's on two threads. The least budget is the
+// least `offload` fits (by bisection: below recomputation's where offloading a_0 or a checkpoint
+// helps). Extra counter: `wait_ms`, how long the compute stream waited (for a copy, or for the
+// memory a copy still held) in a step, mean.
 #include <remat/solve.hpp>
 #include <remat/torch/executor.hpp>
 #include <remat/torch/profile.hpp>
@@ -14,8 +21,10 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -55,16 +64,52 @@ workload& gpt() {
   return w;
 }
 
+bool moves_tensors(remat::solver s) {
+  return s == remat::solver::offload || remat::needs_link(s);
+}
+
+// A link on which moving a stage's tape takes about as long as its forward.
+remat::transfer_rates link_of(const remat::chain& c) {
+  double tapes = 0, forwards = 0;
+  for (const remat::stage& s : c.stages) {
+    tapes += static_cast<double>(s.tape_size);
+    forwards += s.forward_time;
+  }
+  return {tapes / forwards, tapes / forwards};
+}
+
+// How long the compute stream waited in a step: before each compute op or wait, the time since
+// the one before it ended.
+double compute_wait_ms(const remat::torch::step_result& r) {
+  double wait = 0, free_at = 0;
+  for (std::size_t i = 0; i < r.plan.ops.size(); ++i) {
+    const remat::op_kind k = r.plan.ops[i].kind;
+    if (k == remat::op_kind::offload || k == remat::op_kind::prefetch) continue;
+    if (free_at > 0) wait += std::max(0.0, r.op_start_ms[i] - free_at);
+    free_at = r.op_end_ms[i];
+  }
+  return wait;
+}
+
 void step(benchmark::State& state, workload& (*model)(), remat::solver solver) {
   workload& w = model();
-  const remat::chain& c = w.profile.chain;
+  remat::chain c = w.profile.chain;
+  const bool offloads = moves_tensors(solver);
+  if (offloads) c.transfer = link_of(c);
   const remat::size_type store_all =
       remat::solve(c, remat::max_size, {.solver = remat::solver::store_all}).plan.peak_memory;
-  const remat::size_type least = remat::solve(c, 0, {.solver = solver}).min_feasible_budget;
+  remat::size_type least = remat::solve(c, 0, {.solver = solver}).min_feasible_budget;
+  if (solver == remat::solver::offload) {
+    remat::size_type infeasible = 0;
+    while (least - infeasible > 1) {
+      const remat::size_type mid = infeasible + (least - infeasible) / 2;
+      (remat::solve(c, mid, {.solver = solver}).feasible ? least : infeasible) = mid;
+    }
+  }
   const remat::size_type budget = least + (store_all - least) * state.range(0) / 3;
-  remat::torch::executor ex(w.net, {.solve = {.solver = solver}});
+  remat::torch::executor ex(w.net, {.solve = {.solver = solver}, .transfer = c.transfer});
   ex.use_profile(w.profile);
-  double measured = 0, predicted = 0;
+  double measured = 0, predicted = 0, wait = 0;
   remat::size_type peak = 0;
   for (auto _ : state) {
     for (auto& p : w.net->parameters())
@@ -76,7 +121,8 @@ void step(benchmark::State& state, workload& (*model)(), remat::solver solver) {
     }
     measured += r.measured_ms;
     predicted = r.plan.makespan;
-    peak = r.measured_peak;
+    peak = std::max(peak, r.measured_peak);
+    wait += compute_wait_ms(r);
   }
   const double n = static_cast<double>(state.iterations());
   state.counters["budget_MiB"] = static_cast<double>(budget) / (1 << 20);
@@ -84,6 +130,7 @@ void step(benchmark::State& state, workload& (*model)(), remat::solver solver) {
   state.counters["predicted_ms"] = predicted;
   state.counters["measured_ms"] = measured / n;
   state.counters["ratio"] = measured / n / predicted;
+  if (offloads) state.counters["wait_ms"] = wait / n;
 }
 
 #define REMAT_TORCH_STEP(model, kind)                                  \
@@ -96,5 +143,11 @@ REMAT_TORCH_STEP(resnet, optimal);
 REMAT_TORCH_STEP(resnet, sequential);
 REMAT_TORCH_STEP(gpt, optimal);
 REMAT_TORCH_STEP(gpt, sequential);
+REMAT_TORCH_STEP(resnet, offload);
+REMAT_TORCH_STEP(resnet, save_on_cpu);
+REMAT_TORCH_STEP(resnet, vdnn);
+REMAT_TORCH_STEP(gpt, offload);
+REMAT_TORCH_STEP(gpt, save_on_cpu);
+REMAT_TORCH_STEP(gpt, vdnn);
 
 }  // namespace
