@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -389,4 +390,68 @@ TEST_CASE("offloading: bad input is named") {
                        std::runtime_error);
   for (const auto& q : net->parameters()) CHECK(!q.grad().defined());
   CHECK(torch::equal(x, batch_before.slice(0, 0, 5)));
+
+  // A stage that keeps a tensor of its own alive (a cache) has a tape larger than its output
+  // and what autograd saved: offloading that tape is refused, naming the stage.
+  auto cache = std::make_shared<std::vector<at::Tensor>>();
+  torch::nn::Sequential leaky(
+      torch::nn::Linear(8, 8), torch::nn::Functional([cache](const at::Tensor& t) {
+        cache->push_back(t.detach() * 2);
+        return torch::relu(t);
+      }),
+      torch::nn::Linear(8, 8));
+  remat::torch::executor moving(
+      leaky, {.solve = {.solver = remat::solver::save_on_cpu}, .transfer = {1e3, 1e3}});
+  CHECK_THROWS_WITH_AS(moving.step(x, sum_loss(), remat::max_size),
+                       doctest::Contains("stage 1, F_all: the tape t_2 is 320 bytes, but its "
+                                         "output and what autograd saved that this stage "
+                                         "allocated are 160"),
+                       remat::torch::model_error);
+  for (const auto& q : leaky->parameters()) CHECK(!q.grad().defined());
+}
+
+namespace {
+
+bool waits_for(const remat::torch::detail::transfer_plan& p, std::size_t op, std::size_t on,
+               bool freed) {
+  return std::any_of(p.waits[op].begin(), p.waits[op].end(), [&](const auto& w) {
+    return w.op == on && w.freed == freed;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("offloading: each allocation waits for the frees the model puts before it") {
+  // docs/offload.md's chain A: F_all(0) O(0,a) F_all(1) loss B(1) P(0,a) B(0).
+  remat::chain c;
+  c.input_size = 5;
+  c.stages = {{4, 4, 1, 1, 0, 0}, {4, 8, 1, 1, 0, 0}};
+  c.loss_time = 1;
+  c.loss_overhead = 20;
+  const std::vector<remat::op> ops = {
+      {remat::op_kind::forward_all, 0},
+      {remat::op_kind::offload, 0, remat::tensor_kind::activation},
+      {remat::op_kind::forward_all, 1},
+      {remat::op_kind::loss, 2},
+      {remat::op_kind::backward, 1},
+      {remat::op_kind::prefetch, 0, remat::tensor_kind::activation},
+      {remat::op_kind::backward, 0}};
+  SUBCASE("a_0's copy ends with F_all(0): everything after waits for its free") {
+    c.transfer = {5.0 / 4, 5.0 / 4};
+    const auto p = remat::torch::detail::make_transfer_plan(c, ops);
+    CHECK(p.waits[1].empty());  // the input is ready from the start
+    CHECK(p.free_after[1] == 0);  // F_all(0) reads a_0: the free waits for it too
+    for (const std::size_t i : {2UL, 3UL, 4UL, 6UL}) CHECK(waits_for(p, i, 1, true));
+    CHECK(waits_for(p, 5, 1, true));   // the host copy, and its memory
+    CHECK(waits_for(p, 5, 3, false));  // the loss frees its transient before P allocates
+    CHECK(!waits_for(p, 5, 4, false));  // P runs beside B(1)
+    CHECK(waits_for(p, 6, 5, false));   // B(0) reads what P brought back
+  }
+  SUBCASE("at 5/12 the copy runs until 12: F_all(1), the loss and B(1) allocate beside it") {
+    c.transfer = {5.0 / 12, 5.0 / 12};
+    const auto p = remat::torch::detail::make_transfer_plan(c, ops);
+    for (const std::size_t i : {2UL, 3UL, 4UL}) CHECK(!waits_for(p, i, 1, true));
+    CHECK(waits_for(p, 5, 1, true));
+    CHECK(waits_for(p, 6, 1, true));
+  }
 }
