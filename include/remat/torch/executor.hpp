@@ -30,6 +30,21 @@
 // Every step measures what each op allocates and compares it with the profile's prediction:
 // `step_result::within_budget` and `as_predicted` say how it went, and
 // `executor_options::enforce_budget` makes an op that goes above the budget an error.
+//
+// Offloading (`executor_options::transfer`, a link in bytes per ms, and an offloading solver):
+//
+//   O(k,a|t)   on the device-to-host copy thread: copies a_k's storage (t_k: its output's and
+//              those of the tensors autograd saved that its recording allocated) to unmetered
+//              host memory, then points the storages there once the copy and the compute ops
+//              before it that read the tensor have ended: the metered blocks are freed
+//   P(k,a|t)   on the host-to-device copy thread: allocates metered blocks, copies back, points
+//              the storages at them
+//   W(k,a|t)   the compute thread waits for that offload's free
+//
+// Each op that allocates (a compute op, a prefetch) also waits for every op whose frees the
+// model (remat::simulate at the predicted times) puts before its allocation, so whatever the
+// copies and kernels take, the memory in use never exceeds the schedule's peak (docs/libtorch.md,
+// "Offloading", for the proof; detail/transfers.hpp for the machinery).
 #pragma once
 
 #include <remat/schedule.hpp>
@@ -132,9 +147,9 @@ struct step_result {
   /// `op_peaks[i] == expected_op_peaks[i]` for every op `in_predicted_order` (without
   /// transfers: all of them, so the peaks are equal too).
   bool as_predicted = false;
-  double measured_ms = 0;                 ///< wall time of the step, milliseconds
+  double measured_ms = 0;  ///< wall time of the step, milliseconds
   std::vector<double> op_start_ms, op_end_ms;  ///< when each op started and ended, ms
-  at::Tensor input_gradient;        ///< g_0 (undefined for an input that cannot have one)
+  at::Tensor input_gradient;  ///< g_0 (undefined for an input that cannot have one)
 };
 
 class executor {
