@@ -44,12 +44,7 @@ TEST_CASE("every solver, budgets from the least feasible to store-all: autograd'
         CAPTURE(budget);
         const snapshot ref = reference_step(c.net, c.input, c.loss, 7);
         // Back to the state before the reference step: buffers, zero gradients, same seed.
-        {
-          torch::NoGradGuard g;
-          const auto bufs = c.net->buffers();
-          for (std::size_t j = 0; j < bufs.size(); ++j) bufs[j].copy_(before.buffers[j]);
-          for (auto& q : c.net->parameters()) q.mutable_grad().zero_();
-        }
+        restore(c.net, before);
         torch::manual_seed(7);
         const remat::torch::step_result r = ex.step(c.input, c.loss, budget);
         REQUIRE(r.feasible);
@@ -68,11 +63,7 @@ TEST_CASE("every solver, budgets from the least feasible to store-all: autograd'
                            static_cast<double>(r.plan.peak_memory);
         CHECK(err <= 0.05);
         worst = std::max(worst, err);
-        {
-          torch::NoGradGuard g;
-          const auto bufs = c.net->buffers();
-          for (std::size_t j = 0; j < bufs.size(); ++j) bufs[j].copy_(before.buffers[j]);
-        }
+        restore(c.net, before, false);
       }
     }
     // With each stage's recording overhead (F_all) apart from its no-grad one (F_none, F_ck),
@@ -186,12 +177,7 @@ TEST_CASE("bad input: an error that names the stage, and nothing changed") {
 
     const snapshot before = state_of(c.net);
     const snapshot ref = reference_step(c.net, half, loss, 9);
-    {
-      torch::NoGradGuard g;
-      const auto bufs = c.net->buffers();
-      for (std::size_t j = 0; j < bufs.size(); ++j) bufs[j].copy_(before.buffers[j]);
-      for (auto& q : c.net->parameters()) q.mutable_grad().zero_();
-    }
+    restore(c.net, before);
     remat::torch::executor flexible(c.net);
     flexible.profile(c.input, loss);
     torch::manual_seed(9);
@@ -287,12 +273,7 @@ TEST_CASE("offloading: autograd's gradients, and the budget kept whatever the co
           CAPTURE(budget);
           CAPTURE(delayed);
           const snapshot ref = reference_step(c.net, c.input, c.loss, 7);
-          {
-            torch::NoGradGuard g;
-            const auto bufs = c.net->buffers();
-            for (std::size_t j = 0; j < bufs.size(); ++j) bufs[j].copy_(before.buffers[j]);
-            for (auto& q : c.net->parameters()) q.mutable_grad().zero_();
-          }
+          restore(c.net, before);
           torch::manual_seed(7);
           const remat::torch::step_result r = ex.step(c.input, c.loss, budget);
           REQUIRE(r.feasible);
@@ -325,11 +306,7 @@ TEST_CASE("offloading: autograd's gradients, and the budget kept whatever the co
           }
           largest_peak_difference =
               std::max(largest_peak_difference, r.expected_peak - r.measured_peak);
-          {
-            torch::NoGradGuard g;
-            const auto bufs = c.net->buffers();
-            for (std::size_t j = 0; j < bufs.size(); ++j) bufs[j].copy_(before.buffers[j]);
-          }
+          restore(c.net, before, false);
         }
       }
     }

@@ -31,6 +31,16 @@ inline bool same(const torch::Tensor& a, const torch::Tensor& b) {
   return !a.defined() || torch::equal(a, b);
 }
 
+// Puts `net`'s buffers back to those of `s` and, with `zero_grads`, its gradients to zero: the
+// state a reference step started from, for the step that must reproduce it.
+inline void restore(torch::nn::Sequential& net, const snapshot& s, bool zero_grads = true) {
+  torch::NoGradGuard g;
+  const auto bufs = net->buffers();
+  for (std::size_t j = 0; j < bufs.size(); ++j) bufs[j].copy_(s.buffers[j]);
+  if (zero_grads)
+    for (auto& q : net->parameters()) q.mutable_grad().zero_();
+}
+
 // Plain autograd: the reference every schedule must reproduce, bit for bit.
 inline snapshot reference_step(torch::nn::Sequential& net, const torch::Tensor& input,
                                const remat::torch::loss_function& loss, std::uint64_t seed) {
