@@ -14,6 +14,8 @@
 #include <remat/solve.hpp>
 #include <remat/zoo.hpp>
 
+#include "store_all.hpp"
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -37,17 +39,6 @@ timed run(const remat::chain& c, remat::size_type budget, const remat::solve_opt
     std::fprintf(stderr, "a schedule does not fit its budget\n");
     std::exit(1);
   }
-  return t;
-}
-
-remat::size_type store_all_peak(const remat::chain& c) {
-  const auto ops = remat::store_all_ops(static_cast<std::int32_t>(c.length()));
-  return remat::simulate(c, ops).peak_memory;
-}
-
-double store_all_time(const remat::chain& c) {
-  double t = c.loss_time;
-  for (const remat::stage& s : c.stages) t += s.forward_time + s.backward_time;
   return t;
 }
 
@@ -82,7 +73,7 @@ int main() {
   for (const remat::zoo::network& n : chains) {
     const remat::chain& c = n.chain;
     const std::size_t L = c.length();
-    const auto peak = static_cast<double>(store_all_peak(c));
+    const auto peak = static_cast<double>(bench::store_all_peak(c));
     for (const double f : fractions) {
       const auto budget = static_cast<remat::size_type>(f * peak);
       const timed fine = run(c, budget, {});
@@ -92,7 +83,7 @@ int main() {
             run(c, budget, {.coarsen = K, .coarse_boundaries = remat::boundary_rule::even});
         const double reference = fine.result.feasible ? fine.result.plan.makespan : 0;
         std::printf("| %s | %zu | %.0f%% | %s | %.2f | %zu | %s | %s |\n", n.name.c_str(), L,
-                    100 * f, ratio(fine, store_all_time(c)).c_str(), fine.seconds, K,
+                    100 * f, ratio(fine, bench::store_all_time(c)).c_str(), fine.seconds, K,
                     fine.result.feasible ? ratio(least, reference).c_str() : "(fine infeasible)",
                     fine.result.feasible ? ratio(even, reference).c_str() : "(fine infeasible)");
       }
@@ -101,7 +92,7 @@ int main() {
 
   const remat::zoo::network big = gpt2_ops("gpt2-medium", 263);
   const remat::chain& c = big.chain;
-  const auto peak = static_cast<double>(store_all_peak(c));
+  const auto peak = static_cast<double>(bench::store_all_peak(c));
   std::printf("\n## Speed: %s, %zu stages, end to end, one thread\n\n", big.name.c_str(),
               c.length());
   std::printf(
@@ -121,7 +112,7 @@ int main() {
       std::printf("| %.0f%% | %s | %zu | %zu | %.2f | %.2f | %s |\n", 100 * f,
                   K == remat::auto_coarsening ? "auto" : std::to_string(K).c_str(),
                   t.result.coarse_length, t.result.largest_block, t.seconds, cutting,
-                  ratio(t, store_all_time(c)).c_str());
+                  ratio(t, bench::store_all_time(c)).c_str());
     }
   }
   return 0;

@@ -13,6 +13,8 @@
 #include <remat/solve.hpp>
 #include <remat/zoo.hpp>
 
+#include "store_all.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,17 +28,6 @@ struct host_link {
   const char* name;
   double out, in;  // bytes per ms
 };
-
-remat::size_type store_all_peak(const remat::chain& c) {
-  const auto ops = remat::store_all_ops(static_cast<std::int32_t>(c.length()));
-  return remat::simulate(c, ops).peak_memory;
-}
-
-double store_all_time(const remat::chain& c) {
-  double t = c.loss_time;
-  for (const remat::stage& s : c.stages) t += s.forward_time + s.backward_time;
-  return t;
-}
 
 remat::solve_result checked(const remat::chain& c, remat::size_type budget, remat::solver s,
                             double* seconds = nullptr, remat::size_type slots = remat::auto_slots) {
@@ -69,8 +60,8 @@ int main() {
   std::string least_rows;
   for (const char* model : models) {
     remat::chain c = remat::zoo::build(model, {}).chain;
-    const auto peak = static_cast<double>(store_all_peak(c));
-    const double reference = store_all_time(c);
+    const auto peak = static_cast<double>(bench::store_all_peak(c));
+    const double reference = bench::store_all_time(c);
     for (const host_link& l : links) {
       c.transfer = {l.out, l.in};
       for (const double f : fractions) {

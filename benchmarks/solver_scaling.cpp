@@ -29,6 +29,8 @@
 #include <remat/trade_off.hpp>
 #include <remat/zoo.hpp>
 
+#include "store_all.hpp"
+
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -69,12 +71,8 @@ remat::chain chain_named(const std::string& name) {
   return remat::zoo::build(name).chain;
 }
 
-size_type store_all_peak(const remat::chain& c) {
-  return remat::solve(c, remat::max_size, {.solver = remat::solver::store_all}).min_feasible_budget;
-}
-
 size_type budget_at(const remat::chain& c, std::int64_t percent) {
-  return store_all_peak(c) / 100 * percent;
+  return bench::store_all_peak(c) / 100 * percent;
 }
 
 constexpr double no_limit = std::numeric_limits<double>::infinity();
