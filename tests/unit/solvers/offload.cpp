@@ -6,6 +6,7 @@
 
 #include "offload_chains.hpp"
 #include "random_chain.hpp"
+#include "trials.hpp"
 
 #include <doctest/doctest.h>
 
@@ -90,7 +91,7 @@ TEST_CASE("tiny chains: never faster than the exhaustive search over all op sequ
   std::mt19937_64 rng(2030);
   int judged = 0, gave_up = 0, gaps = 0;
   double worst_gap = 0;
-  for (int n = 0; n < 60; ++n) {
+  for (int n = 0; n < remat::testing::trials(60); ++n) {
     remat::chain c = remat::testing::random_chain(rng, {.min_stages = 1, .max_stages = 2,
                                                         .max_size = 4});
     for (auto& s : c.stages) {
@@ -129,7 +130,7 @@ TEST_CASE("tiny chains: never faster than the exhaustive search over all op sequ
   std::printf("offload vs exhaustive: %d instances judged (%d given up); the exhaustive search "
               "faster in %d, by at most %.1f%%\n",
               judged, gave_up, gaps, 100 * worst_gap);
-  CHECK(judged > 50);
+  CHECK(judged > remat::testing::trials(50));
 }
 
 TEST_CASE("without bandwidths the result is optimal's, bit for bit") {

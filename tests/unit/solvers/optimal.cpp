@@ -4,6 +4,7 @@
 #include <remat/solvers/optimal.hpp>
 
 #include <remat/simulate.hpp>
+#include <remat/solve.hpp>
 #include <remat/solvers/exhaustive.hpp>
 #include <remat/solvers/min_memory.hpp>
 #include <remat/solvers/sequential.hpp>
@@ -15,6 +16,7 @@
 #include "homogeneous.hpp"
 #include "random_chain.hpp"
 #include "reference_dp.hpp"
+#include "trials.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -260,7 +262,7 @@ TEST_CASE("property: slots, larger sizes") {
 // is not monotone in the budget).
 TEST_CASE("property: slots, min_feasible_budget is the least feasible budget") {
   std::mt19937_64 rng(11);
-  for (int n = 0; n < 300; ++n) {
+  for (int n = 0; n < remat::testing::trials(300); ++n) {
     const chain c = random_chain(rng, {1, 6, 60, true});
     INFO(chain_text(c));
     for (const size_type slots : {3, 7, 10, 25, 50}) {
@@ -689,7 +691,7 @@ void for_one_budget_cases(std::uint64_t seed, int chains, int long_stages, int b
 // branch sets.
 TEST_CASE("property: the solve at one budget equals the whole curve's, bit for bit") {
   int infeasible = 0, fastest = 0, capped = 0, bounded = 0;
-  for_one_budget_cases(15, 3000, 30, 3, [&](const one_budget_case& t) {
+  for_one_budget_cases(15, remat::testing::trials(3000), 30, 3, [&](const one_budget_case& t) {
     const remat::solve_options o{.solver = t.which, .slots = remat::exact_units};
     const solve_result one = remat::solve(t.c, t.budget, o);
     const solve_result whole = whole_curve_solve(t.c, t.budget, t.which);
@@ -730,9 +732,9 @@ TEST_CASE("property: the solve at one budget equals the whole curve's, bit for b
       ++capped;
   });
   // Each way through the solve is taken often.
-  CHECK(infeasible > 500);
-  CHECK(fastest > 500);
-  CHECK(capped > 2000);
+  CHECK(infeasible > remat::testing::trials(500));
+  CHECK(fastest > remat::testing::trials(500));
+  CHECK(capped > remat::testing::trials(2000));
   MESSAGE("default solves bounded rather than exact: " << bounded);
 }
 
@@ -741,7 +743,7 @@ TEST_CASE("property: the solve at one budget equals the whole curve's, bit for b
 // frontier's).
 TEST_CASE("property: one budget by branch and bound: the whole curve's value, the dense schedule") {
   int searched = 0;
-  for_one_budget_cases(17, 1500, 24, 2, [&](const one_budget_case& t) {
+  for_one_budget_cases(17, remat::testing::trials(1500), 24, 2, [&](const one_budget_case& t) {
     const solve_result whole = whole_curve_solve(t.c, t.budget, t.which);
     if (!whole.feasible || t.budget >= t.fastest_peak) return;
     const remat::detail::model md = remat::detail::make_model(t.c, 1);
@@ -755,7 +757,7 @@ TEST_CASE("property: one budget by branch and bound: the whole curve's value, th
     const remat::detail::optimal_table ref = remat::detail::optimal_dp_reference(md, m, t.branches);
     CHECK(r.ops == remat::detail::optimal_ops(md, ref, 0, md.L, m));
   });
-  CHECK(searched > 1000);
+  CHECK(searched > remat::testing::trials(1000));
 }
 
 TEST_CASE("one budget: store-all fits, or nothing does; the least budget either way") {
@@ -777,7 +779,7 @@ TEST_CASE("one budget: store-all fits, or nothing does; the least budget either 
 TEST_CASE("property: the default solve bounded: the 500-slot schedule, and its bounds hold") {
   std::mt19937_64 rng(16);
   int bounded = 0, proven = 0, least_peak = 0;
-  for (int n = 0; n < 40; ++n) {
+  for (int n = 0; n < remat::testing::trials(40); ++n) {
     const chain c = random_chain(rng, {25, 40, 1000000, true});
     INFO(chain_text(c));
     const size_type top = store_all_replay(c).peak_memory;
@@ -826,14 +828,14 @@ TEST_CASE("property: the default solve bounded: the 500-slot schedule, and its b
       CHECK(r.plan.makespan <= whole.table.value(0, md.L, equal));
     }
   }
-  CHECK(bounded > 40);
+  CHECK(bounded > remat::testing::trials(40));
   CHECK(least_peak > 0);
 }
 
 // The default solve is never slower than the 500-slot one, and fits wherever it does.
 TEST_CASE("property: the default solve is never slower than Rotor's 500 slots") {
   std::mt19937_64 rng(18);
-  for (int n = 0; n < 60; ++n) {
+  for (int n = 0; n < remat::testing::trials(60); ++n) {
     const chain c = random_chain(rng, {10, 60, 1000000, n % 2 == 0});
     INFO(chain_text(c));
     const size_type top = store_all_replay(c).peak_memory;
