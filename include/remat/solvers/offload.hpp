@@ -3,11 +3,13 @@
 // tape t_i) during their own forward and prefetch it during the last op of the cell below.
 //
 // It runs the persistent DP (on `slots` memory units: 500 by default, or the sizes as given with
-// `exact_units`), then the spine DP of detail/dp/offload_spine.hpp over its table, and returns
-// the fastest of that schedule, `solve_optimal`'s and the offloading baselines' at the same
-// budget (solvers/offload_baselines.hpp): never slower than any of them, and bit for bit the
-// recompute-only solve wherever offloading does not help (always on a chain without `transfer`).
-// Makespan and peak are those of replaying the schedule by docs/offload.md's rules.
+// `exact_units`), then the spine DP of detail/dp/offload_spine.hpp over its table, takes the
+// fastest of that schedule, `solve_optimal`'s and the offloading baselines' at the same budget
+// (solvers/offload_baselines.hpp), and tightens it where it moves tensors: drops or delays waits
+// and issues prefetches earlier wherever the replay stays within the budget and gets faster
+// (detail/solvers/tighten_transfers.hpp). So it is never slower than any of them, and bit for
+// bit the recompute-only solve wherever offloading does not help (always on a chain without
+// `transfer`). Makespan and peak are those of replaying the schedule by docs/offload.md's rules.
 #pragma once
 
 #include <remat/chain.hpp>
@@ -15,6 +17,7 @@
 #include <remat/detail/dp/dispatch.hpp>
 #include <remat/detail/dp/engines/dense.hpp>
 #include <remat/detail/dp/offload_spine.hpp>
+#include <remat/detail/solvers/tighten_transfers.hpp>
 #include <remat/detail/verify/finish.hpp>
 #include <remat/simulate.hpp>
 #include <remat/solver_options.hpp>
@@ -136,6 +139,18 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
     if (r.feasible && (!out.feasible || r.plan.makespan < out.plan.makespan)) {
       out = detail::finish(c, solver::offload, budget, std::move(r.plan.ops), r.plan.makespan);
       out.exact = false;
+    }
+  }
+  // Copies kept running and prefetches issued earlier, where the replay says that helps.
+  if (out.feasible) {
+    std::vector<op> tight = detail::tighten_transfers(c, budget, out.plan.ops);
+    if (tight != out.plan.ops) {
+      const bool dp_exact = out.exact;
+      const size_type unit_used = out.unit;
+      const replay_result r = detail::replay(c, tight);
+      out = detail::finish(c, solver::offload, budget, std::move(tight), r.makespan);
+      out.exact = dp_exact;  // still no schedule of the class is faster
+      out.unit = unit_used;
     }
   }
   // A schedule the DP found with slots below the others' least budgets is one at this budget.
