@@ -43,10 +43,25 @@ inline std::vector<op> tighten_transfers(const chain& c, size_type budget, std::
     candidate.erase(candidate.begin() + static_cast<std::ptrdiff_t>(from));
     candidate.insert(candidate.begin() + static_cast<std::ptrdiff_t>(to), o);
   };
+  // The fastest position for the op at `i` among the next `tighten_window` ones later (or
+  // earlier), scanning until a candidate no longer fits: `i` and `current` where none is faster.
+  auto best_position = [&](std::size_t i, bool later) {
+    std::pair<std::size_t, double> best{i, current};
+    for (std::size_t k = 1; k <= tighten_window && (later ? i + k < ops.size() : k <= i); ++k) {
+      const std::size_t to = later ? i + k : i - k;
+      moved(i, to);
+      const double t = makespan_of(candidate);
+      if (t == does_not_fit) break;
+      if (t < best.second) best = {to, t};
+    }
+    return best;
+  };
   for (int pass = 0; pass < passes; ++pass) {
     bool improved = false;
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      if (ops[i].kind == op_kind::wait) {
+      const bool wait = ops[i].kind == op_kind::wait;
+      if (!wait && ops[i].kind != op_kind::prefetch) continue;
+      if (wait) {
         candidate = ops;
         candidate.erase(candidate.begin() + static_cast<std::ptrdiff_t>(i));
         if (const double t = makespan_of(candidate); t < current) {
@@ -56,39 +71,15 @@ inline std::vector<op> tighten_transfers(const chain& c, size_type budget, std::
           --i;  // the next op is at i now
           continue;
         }
-        // Later: the compute stream runs further before it waits.
-        std::size_t best = i;
-        double best_time = current;
-        const std::size_t last = std::min(ops.size() - 1, i + tighten_window);
-        for (std::size_t to = i + 1; to <= last; ++to) {
-          moved(i, to);
-          const double t = makespan_of(candidate);
-          if (t == does_not_fit) break;
-          if (t < best_time) best = to, best_time = t;
-        }
-        if (best != i) {
-          moved(i, best);
-          ops = std::move(candidate);
-          current = best_time;
-          improved = true;
-        }
-      } else if (ops[i].kind == op_kind::prefetch) {
-        // Earlier: the copy starts with an earlier compute op.
-        std::size_t best = i;
-        double best_time = current;
-        const std::size_t first = i > tighten_window ? i - tighten_window : 0;
-        for (std::size_t to = i; to-- > first;) {
-          moved(i, to);
-          const double t = makespan_of(candidate);
-          if (t == does_not_fit) break;
-          if (t < best_time) best = to, best_time = t;
-        }
-        if (best != i) {
-          moved(i, best);
-          ops = std::move(candidate);
-          current = best_time;
-          improved = true;
-        }
+      }
+      // A wait later (the compute stream runs further before it waits), a prefetch earlier (the
+      // copy starts with an earlier compute op).
+      const auto [to, t] = best_position(i, wait);
+      if (to != i) {
+        moved(i, to);
+        ops = std::move(candidate);
+        current = t;
+        improved = true;
       }
     }
     if (!improved) break;
