@@ -51,6 +51,22 @@ void expect(bool ok, const char* what, int line) {
 using remat::size_type;
 using remat::testing::allocations_during;
 
+// Runs `once` once (it may load the kernels' module and take device memory then), then three
+// times more: those allocate nothing on the host and take no device memory.
+template <class Once>
+void expect_steady(cudaStream_t stream, Once once) {
+  once();
+  REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::size_t free_warm = 0, free_after = 0, total = 0;
+  REMAT_CUDA_CHECK(cudaMemGetInfo(&free_warm, &total));
+  EXPECT(allocations_during([&] {
+           for (int i = 0; i < 3; ++i) once();
+         }) == 0);
+  REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  REMAT_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+  EXPECT(free_after == free_warm);
+}
+
 constexpr int batch = 32;
 
 void error_type() {
@@ -197,7 +213,7 @@ void memory_is_the_arena(cudaStream_t stream) {
   REMAT_CUDA_CHECK(cudaMalloc(&warm, 1));
   REMAT_CUDA_CHECK(cudaFree(warm));
   REMAT_CUDA_CHECK(cudaDeviceSynchronize());
-  std::size_t free_before = 0, free_built = 0, free_warm = 0, free_after = 0, total = 0;
+  std::size_t free_before = 0, free_built = 0, total = 0;
   REMAT_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
   {
     remat::cuda::executor ex(p.memory, stream);
@@ -214,26 +230,9 @@ void memory_is_the_arena(cudaStream_t stream) {
     EXPECT(taken <= arena + (size_type{2} << 20));  // the driver's page rounding, no more
 
     net.zero_gradients(stream);
-    ex.run(net);  // loads the kernels' module, which may take device memory once
-    REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    REMAT_CUDA_CHECK(cudaMemGetInfo(&free_warm, &total));
-    EXPECT(allocations_during([&] {
-             for (int i = 0; i < 3; ++i) ex.run(net);
-           }) == 0);
-    REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    REMAT_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
-    EXPECT(free_after == free_warm);  // running takes no device memory
-
+    expect_steady(stream, [&] { ex.run(net); });
     ex.capture(net);
-    ex.replay();
-    REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    REMAT_CUDA_CHECK(cudaMemGetInfo(&free_warm, &total));
-    EXPECT(allocations_during([&] {
-             for (int i = 0; i < 3; ++i) ex.replay();
-           }) == 0);
-    REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    REMAT_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
-    EXPECT(free_after == free_warm);
+    expect_steady(stream, [&] { ex.replay(); });
   }
 }
 
@@ -434,16 +433,7 @@ void offloading_runs_allocate_nothing_and_keep_the_plan(cudaStream_t stream) {
   EXPECT(before_run);
 
   net.zero_gradients(stream);
-  ex.run(net);  // loads the kernels' module
-  REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::size_t free_warm = 0, free_after = 0, total = 0;
-  REMAT_CUDA_CHECK(cudaMemGetInfo(&free_warm, &total));
-  EXPECT(allocations_during([&] {
-           for (int i = 0; i < 3; ++i) ex.run(net);
-         }) == 0);
-  REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  REMAT_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
-  EXPECT(free_after == free_warm);
+  expect_steady(stream, [&] { ex.run(net); });
 
   // The times the events measured: every buffer's bytes were free when it was created.
   const remat::cuda::run_times& t = ex.last_run();
@@ -459,15 +449,7 @@ void offloading_runs_allocate_nothing_and_keep_the_plan(cudaStream_t stream) {
               t.seconds * 1e3, seen.ok() ? "kept" : seen.problem.c_str());
 
   ex.capture(net);
-  ex.replay();
-  REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  REMAT_CUDA_CHECK(cudaMemGetInfo(&free_warm, &total));
-  EXPECT(allocations_during([&] {
-           for (int i = 0; i < 3; ++i) ex.replay();
-         }) == 0);
-  REMAT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  REMAT_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
-  EXPECT(free_after == free_warm);
+  expect_steady(stream, [&] { ex.replay(); });
 }
 
 struct throwing_word_loss {
