@@ -11,6 +11,8 @@
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/detail/walk.hpp>
+#include <remat/op_table.hpp>
 #include <remat/schedule.hpp>
 
 #include <algorithm>
@@ -19,33 +21,10 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace remat {
-
-/// Why an op cannot run.
-enum class replay_error : std::uint8_t {
-  none,                 ///< the schedule is valid
-  bad_kind,             ///< the op's kind (or a transfer's tensor) is none of the model's
-  bad_stage,            ///< the op's stage index is outside 0..L-1 (or, for loss, is not L)
-  input_missing,        ///< a forward or the loss finds neither a_k nor t_k held
-  output_already_held,  ///< the op's output is already held
-  gradient_missing,     ///< B(k) finds no g_{k+1}
-  tape_missing,         ///< B(k) finds no t_{k+1}
-  after_end,            ///< an op after g_0 was produced
-  incomplete,           ///< the sequence ends before g_0 is produced
-  no_bandwidth,         ///< a transfer in a direction the chain's `transfer` does not offer
-  not_on_device,        ///< O(k) on a tensor not held on the device
-  already_on_host,      ///< O(k) on a tensor that already has a host copy
-  no_host_copy,         ///< P(k) or W(k) on a tensor without a host copy
-};
-
-/// A tensor of the model: `a_k` (activation), `t_k` (tape) or `g_k` (gradient).
-struct tensor_ref {
-  char kind = 'a';
-  std::int32_t index = 0;
-  friend constexpr bool operator==(const tensor_ref&, const tensor_ref&) = default;
-};
 
 /// What replaying a sequence found. For an invalid sequence, the figures cover the ops before the
 /// first invalid one.
@@ -74,409 +53,152 @@ struct replay_result {
 
 namespace detail {
 
-// Replays a sequence without transfer ops on a validated chain (docs/model.md). Sizes are used as
-// given.
-constexpr replay_result replay_compute(const chain& c, std::span<const op> ops) {
-  const auto L = static_cast<std::int32_t>(c.length());
-  const auto n = static_cast<std::size_t>(L) + 1;
-  auto x = [&](std::int32_t k) {
-    return k == 0 ? c.input_size : c.stages[static_cast<std::size_t>(k - 1)].output_size;
-  };
-  auto xb = [&](std::int32_t k) { return c.stages[static_cast<std::size_t>(k - 1)].tape_size; };
-  std::vector<char> a(n, 0), t(n, 0), g(n, 0);  // held? a_k, t_k (k >= 1), g_k
-  a[0] = 1;
-  size_type held = c.input_size;
-
-  replay_result r;
-  r.peak_memory = held;
-  r.memory_after.reserve(ops.size());
-  r.op_peak.reserve(ops.size());
-  r.start.reserve(ops.size());
-  r.end.reserve(ops.size());
-  auto fail = [&](std::size_t i, replay_error e, tensor_ref tr) {
-    r.error = e;
-    r.first_invalid = i;
-    r.tensor = tr;
-    return r;
-  };
-  auto idx = [](std::int32_t k) { return static_cast<std::size_t>(k); };
-
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const op o = ops[i];
-    if (g[0]) return fail(i, replay_error::after_end, {'g', 0});
-    double time = 0;
-    size_type peak = 0;
-    if (o.kind > op_kind::backward) return fail(i, replay_error::bad_kind, {'a', o.stage});
-    if (o.kind == op_kind::loss) {
-      if (o.stage != L) return fail(i, replay_error::bad_stage, {'a', o.stage});
-      if (!a[idx(L)] && !t[idx(L)]) return fail(i, replay_error::input_missing, {'a', L});
-      if (g[idx(L)]) return fail(i, replay_error::output_already_held, {'g', L});
-      g[idx(L)] = 1;
-      held += x(L);
-      peak = held + c.loss_overhead;
-      if (a[idx(L)]) {
-        a[idx(L)] = 0;
-        held -= x(L);
-      }
-      time = c.loss_time;
-    } else {
-      const std::int32_t k = o.stage;
-      if (k < 0 || k >= L) return fail(i, replay_error::bad_stage, {'a', k});
-      const stage& s = c.stages[idx(k)];
-      if (o.kind == op_kind::backward) {
-        if (!g[idx(k + 1)]) return fail(i, replay_error::gradient_missing, {'g', k + 1});
-        if (!t[idx(k + 1)]) return fail(i, replay_error::tape_missing, {'t', k + 1});
-        if (!a[idx(k)] && !(k > 0 && t[idx(k)]))
-          return fail(i, replay_error::input_missing, {'a', k});
-        if (g[idx(k)]) return fail(i, replay_error::output_already_held, {'g', k});
-        g[idx(k)] = 1;
-        held += x(k);
-        peak = held + s.backward_overhead;
-        g[idx(k + 1)] = 0;
-        t[idx(k + 1)] = 0;
-        held -= x(k + 1) + xb(k + 1);
-        if (a[idx(k)]) {
-          a[idx(k)] = 0;
-          held -= x(k);
-        }
-        time = s.backward_time;
-      } else {
-        if (!a[idx(k)] && !(k > 0 && t[idx(k)]))
-          return fail(i, replay_error::input_missing, {'a', k});
-        if (o.kind == op_kind::forward_all) {
-          if (t[idx(k + 1)]) return fail(i, replay_error::output_already_held, {'t', k + 1});
-          t[idx(k + 1)] = 1;
-          held += xb(k + 1);
-        } else {
-          if (a[idx(k + 1)]) return fail(i, replay_error::output_already_held, {'a', k + 1});
-          a[idx(k + 1)] = 1;
-          held += x(k + 1);
-        }
-        peak = held + (o.kind == op_kind::forward_all
-                           ? s.recording_overhead.value_or(s.forward_overhead)
-                           : s.forward_overhead);
-        if (o.kind == op_kind::forward_none && a[idx(k)]) {
-          a[idx(k)] = 0;
-          held -= x(k);
-        }
-        time = s.forward_time;
-      }
-    }
-    r.start.push_back(r.makespan);
-    r.makespan += time;
-    r.end.push_back(r.makespan);
-    r.peak_memory = std::max(r.peak_memory, peak);
-    r.op_peak.push_back(peak);
-    r.memory_after.push_back(held);
-  }
-  if (!g[0]) return fail(ops.size(), replay_error::incomplete, {'g', 0});
-  return r;
-}
-
-// A change of memory in a timed replay: its time, then its phase (0: a free of something
-// allocated earlier; 1: in issue order, an op's allocations then the frees of an op of duration
-// 0), the op, and allocation before free.
-struct timed_event {
-  double time;
-  int phase;
-  std::size_t order;
-  int sub;
-  size_type delta;
-  friend constexpr bool operator<(const timed_event& a, const timed_event& b) {
+// When memory changes in a replay: its time, then its phase (0: a free of something allocated
+// earlier; 1: in issue order, an op's allocations then the frees of an op of duration 0), the op,
+// and allocation before free. Executors that keep the model's memory order use the same keys.
+struct event_key {
+  double time = 0;
+  int phase = 0;
+  std::size_t order = 0;
+  int sub = 0;
+  friend constexpr bool operator<(const event_key& a, const event_key& b) {
     if (a.time != b.time) return a.time < b.time;
     if (a.phase != b.phase) return a.phase < b.phase;
     if (a.order != b.order) return a.order < b.order;
     return a.sub < b.sub;
   }
+  // An op's allocation at its start.
+  static constexpr event_key allocation(double start, std::size_t op) { return {start, 1, op, 0}; }
+  // A free at `at`, by op `op`, of what was allocated at `allocated_at` (`zero`: by an op of
+  // duration 0, which frees right after its own allocation).
+  static constexpr event_key release(double at, double allocated_at, std::size_t op, bool zero) {
+    return zero || !(allocated_at < at) ? event_key{at, 1, op, 1} : event_key{at, 0, 0, 0};
+  }
 };
 
-// Replays any sequence, transfers included, by docs/offload.md: ops start in issue order on three
-// streams (compute, d2h for O, h2d for P), and memory is a sum of intervals [allocation, free) in
-// time. At one instant, frees of what was allocated before it come first, then the ops starting
-// there in issue order with their allocations; an op of duration 0 frees right after its own
-// allocations.
-constexpr replay_result replay_timed(const chain& c, std::span<const op> ops) {
-  const auto L = static_cast<std::int32_t>(c.length());
-  const auto n = static_cast<std::size_t>(L) + 1;
-  auto idx = [](std::int32_t k) { return static_cast<std::size_t>(k); };
-  auto x = [&](std::int32_t k) {
-    return k == 0 ? c.input_size : c.stages[idx(k - 1)].output_size;
-  };
-  auto xb = [&](std::int32_t k) { return c.stages[idx(k - 1)].tape_size; };
+// The timing of the values of a replay (value ids of walk.hpp).
+struct value_timing {
+  double allocated_at = -1;  // its device copy's allocation (a_0: before every op)
+  double ready = 0;          // its device copy can be read from then
+  double offload_end = 0;    // a host copy: it exists from then
+  double last_read = 0;      // the end of the last op that read its device copy
+};
 
-  // A movable tensor (a_k at [k], t_k at [n + k]): on the device (held), with a host copy.
-  struct copy {
-    bool held = false;
-    bool host = false;
-    double ready = 0;          // its device copy can be read from then
-    double offload_end = 0;    // its host copy exists from then
-    double last_read = 0;      // the end of the last compute op that read its device copy
-    std::size_t interval = 0;  // its device copy's memory interval
+// The timeline of a replay by docs/offload.md: ops start in issue order on three streams
+// (compute, d2h for O, h2d for P); memory is a sum of intervals [allocation, free) in time. At
+// one instant, frees of what was allocated before it come first, then the ops starting there in
+// issue order with their allocations; an op of duration 0 frees right after its own allocations.
+// Without transfers every op starts when the one before it ends, which is docs/model.md's replay.
+class timeline {
+ public:
+  struct event {
+    event_key key;
+    size_type delta;
   };
-  // A memory interval; `order` is the allocating op (-1 for a_0).
-  struct interval {
-    double at;
-    std::size_t order;
-    size_type bytes;
-  };
-  constexpr std::size_t before_all = static_cast<std::size_t>(-1);
 
-  std::vector<copy> tensors(2 * n);
-  std::vector<char> g(n, 0);
-  std::vector<interval> intervals;
-  std::vector<timed_event> events;
-  std::vector<std::size_t> allocation_event(ops.size(), 0);  // per op: its allocation's event
-  auto a_of = [&](std::int32_t k) -> copy& { return tensors[idx(k)]; };
-  auto t_of = [&](std::int32_t k) -> copy& { return tensors[n + idx(k)]; };
+  constexpr timeline(const chain& c, std::size_t ops) : input_(c.input_size), held_(c.input_size) {
+    values_.push_back({});
+    events_.reserve(4 * ops);
+    allocation_.reserve(ops);
+  }
 
+  // Times op `w` and records its memory events; returns its start and end.
+  constexpr std::pair<double, double> add(const walked_op& w, const std::vector<value>& values) {
+    values_.resize(values.size());
+    const op_rule& r = *w.rule;
+    double& stream_end = r.stream == stream::d2h ? d2h_end_
+                         : r.stream == stream::h2d ? h2d_end_ : compute_end_;
+    double start = std::max(previous_start_, stream_end);
+    for (const value_id v : w.reads)
+      if (v != no_value)
+        start = std::max(start, values[v].on_host ? values_[v].offload_end : values_[v].ready);
+    const double end = start + w.time;
+    stream_end = end;
+    previous_start_ = start;
+    const bool compute = r.stream == stream::compute && !is_transfer(w.o.kind);
+    const bool zero = compute && !(start < end);
+
+    size_type allocated = w.transient;
+    if (w.made != no_value) {
+      value_timing& m = values_[w.made];
+      if (values[w.made].on_host) {
+        m.offload_end = end;
+      } else {
+        m = {start, end, 0, end};
+        allocated += values[w.made].bytes;
+        held_ += values[w.made].bytes;
+      }
+    }
+    allocation_.push_back(events_.size());
+    events_.push_back({event_key::allocation(start, w.index), allocated});
+    if (compute) events_.push_back({event_key::release(end, start, w.index, zero), -w.transient});
+    for (const value_id v : w.reads)
+      if (v != no_value && !values[v].on_host)
+        values_[v].last_read = std::max(values_[v].last_read, end);
+    for (const value_id v : w.frees) {
+      if (v == no_value || values[v].on_host) continue;
+      held_ -= values[v].bytes;
+      const double at = r.frees_after_readers ? std::max(end, values_[v].last_read) : end;
+      events_.push_back(
+          {event_key::release(at, values_[v].allocated_at, w.index, zero), -values[v].bytes});
+    }
+    return {start, end};
+  }
+
+  [[nodiscard]] constexpr size_type held() const noexcept { return held_; }
+  [[nodiscard]] constexpr const value_timing& timing(value_id v) const { return values_[v]; }
+
+  // The memory over time: the peak, and each op's memory right after its allocations.
+  constexpr size_type memory(std::vector<size_type>& op_peak) {
+    auto before = [](const event& p, const event& q) { return p.key < q.key; };
+    // Without transfers the events come in order already. Events with equal keys are frees
+    // (allocations have keys of their own), so their order changes no figure.
+    if (!std::is_sorted(events_.begin(), events_.end(), before))
+      std::sort(events_.begin(), events_.end(), before);
+    // Copies in flight beside recomputed ones can pass what validation bounds (2^63 - 1): the
+    // running sum saturates there (such a peak fits no budget).
+    constexpr size_type most = std::numeric_limits<size_type>::max();
+    size_type memory = input_, peak = input_;
+    std::vector<size_type> at_allocation(allocation_.size(), 0);
+    for (const event& e : events_) {
+      const size_type d = e.delta;
+      memory = d > 0 && memory > most - d ? most : memory + d;
+      peak = std::max(peak, memory);
+      if (e.key.phase == 1 && e.key.sub == 0) at_allocation[e.key.order] = memory;
+    }
+    op_peak = std::move(at_allocation);
+    return peak;
+  }
+
+ private:
+  size_type input_;
+  size_type held_;  // bytes held on the device, in issue order
+  std::vector<value_timing> values_;
+  std::vector<event> events_;
+  std::vector<std::size_t> allocation_;  // per op: its allocation's event
+  double previous_start_ = 0, compute_end_ = 0, d2h_end_ = 0, h2d_end_ = 0;
+};
+
+// Replays `ops` on a validated chain: the walk (walk.hpp) for what each op reads, makes and
+// frees, and the timeline for when.
+constexpr replay_result replay(const chain& c, std::span<const op> ops) {
   replay_result r;
   r.memory_after.reserve(ops.size());
   r.start.reserve(ops.size());
   r.end.reserve(ops.size());
-  size_type held = c.input_size;  // bytes held on the device, in issue order
-  intervals.push_back({-1, before_all, c.input_size});
-  a_of(0).held = true;
-  a_of(0).interval = 0;
-
-  double previous_start = 0, compute_end = 0, d2h_end = 0, h2d_end = 0;
-  auto open = [&](double at, std::size_t i, size_type bytes) {
-    intervals.push_back({at, i, bytes});
-    return intervals.size() - 1;
-  };
-  // Frees interval `v` at `at`, by op `i` (zero: an op of duration 0 freeing its own).
-  auto close = [&](std::size_t v, double at, std::size_t i, bool zero) {
-    const interval& iv = intervals[v];
-    if (zero || !(iv.at < at))
-      events.push_back({at, 1, i, 1, -iv.bytes});
-    else
-      events.push_back({at, 0, 0, 0, -iv.bytes});
-  };
-  auto fail = [&](std::size_t i, replay_error e, tensor_ref tr) {
-    r.error = e;
-    r.first_invalid = i;
-    r.tensor = tr;
-  };
-
-  std::size_t i = 0;
-  for (; i < ops.size(); ++i) {
-    const op o = ops[i];
-    if (g[0]) {
-      fail(i, replay_error::after_end, {'g', 0});
-      break;
-    }
-    if (o.kind > op_kind::wait || o.tensor > tensor_kind::tape) {
-      fail(i, replay_error::bad_kind, {'a', o.stage});
-      break;
-    }
-    double start = 0, duration = 0;
-    size_type allocated = 0;
-    if (is_transfer(o.kind)) {
-      const bool tape = o.tensor == tensor_kind::tape;
-      const std::int32_t k = o.stage;
-      const tensor_ref tr{tape ? 't' : 'a', k};
-      if (k < (tape ? 1 : 0) || k > L) {
-        fail(i, replay_error::bad_stage, tr);
-        break;
-      }
-      copy& cp = tape ? t_of(k) : a_of(k);
-      const size_type size = tape ? xb(k) : x(k);
-      // What the op needs (docs/offload.md's table), in the order the errors are reported.
-      const replay_error why =
-          o.kind == op_kind::offload
-              ? (!(c.transfer.offload_bandwidth > 0) ? replay_error::no_bandwidth
-                 : !cp.held                          ? replay_error::not_on_device
-                 : cp.host                           ? replay_error::already_on_host
-                                                     : replay_error::none)
-          : o.kind == op_kind::prefetch
-              ? (!(c.transfer.prefetch_bandwidth > 0) ? replay_error::no_bandwidth
-                 : !cp.host                            ? replay_error::no_host_copy
-                 : cp.held                             ? replay_error::output_already_held
-                                                       : replay_error::none)
-              : (!cp.host ? replay_error::no_host_copy : replay_error::none);
-      if (why != replay_error::none) {
-        fail(i, why, tr);
-        break;
-      }
-      if (o.kind == op_kind::offload) {
-        start = std::max({previous_start, d2h_end, cp.ready});
-        duration = static_cast<double>(size) / c.transfer.offload_bandwidth;
-        d2h_end = start + duration;
-        cp.held = false;
-        cp.host = true;
-        cp.offload_end = d2h_end;
-        held -= size;
-        close(cp.interval, std::max(d2h_end, cp.last_read), i, false);
-      } else if (o.kind == op_kind::prefetch) {
-        start = std::max({previous_start, h2d_end, cp.offload_end});
-        duration = static_cast<double>(size) / c.transfer.prefetch_bandwidth;
-        h2d_end = start + duration;
-        cp.held = true;
-        cp.host = false;
-        cp.ready = h2d_end;
-        cp.last_read = h2d_end;
-        cp.interval = open(start, i, size);
-        allocated = size;
-        held += size;
-      } else {  // wait
-        start = std::max({previous_start, compute_end, cp.offload_end});
-        compute_end = start;
-      }
-    } else {
-      // A compute op: its inputs (the device copies it reads), outputs and drops.
-      std::vector<copy*> reads;
-      std::vector<copy*> drops;  // device copies freed at its end
-      size_type overhead = 0, output = 0, dropped = 0;
-      copy* produced = nullptr;
-      auto input_of = [&](std::int32_t k) -> copy* {
-        if (a_of(k).held) return &a_of(k);
-        if (k > 0 && t_of(k).held) return &t_of(k);
-        return nullptr;
-      };
-      replay_error error = replay_error::none;
-      tensor_ref tr{};
-      if (o.kind == op_kind::loss) {
-        if (o.stage != L) {
-          error = replay_error::bad_stage;
-          tr = {'a', o.stage};
-        } else if (copy* in = input_of(L); in == nullptr) {
-          error = replay_error::input_missing;
-          tr = {'a', L};
-        } else if (g[idx(L)]) {
-          error = replay_error::output_already_held;
-          tr = {'g', L};
-        } else {
-          reads.push_back(in);
-          if (a_of(L).held) drops.push_back(&a_of(L));
-          output = x(L);
-          overhead = c.loss_overhead;
-          duration = c.loss_time;
-        }
-      } else if (const std::int32_t k = o.stage; k < 0 || k >= L) {
-        error = replay_error::bad_stage;
-        tr = {'a', k};
-      } else {
-        const stage& s = c.stages[idx(k)];
-        copy* in = input_of(k);
-        if (o.kind == op_kind::backward) {
-          if (!g[idx(k + 1)]) {
-            error = replay_error::gradient_missing;
-            tr = {'g', k + 1};
-          } else if (!t_of(k + 1).held) {
-            error = replay_error::tape_missing;
-            tr = {'t', k + 1};
-          } else if (in == nullptr) {
-            error = replay_error::input_missing;
-            tr = {'a', k};
-          } else if (g[idx(k)]) {
-            error = replay_error::output_already_held;
-            tr = {'g', k};
-          } else {
-            reads = {in, &t_of(k + 1)};
-            drops.push_back(&t_of(k + 1));
-            if (a_of(k).held) drops.push_back(&a_of(k));
-            output = x(k);
-            dropped = x(k + 1);  // g_{k+1}
-            overhead = s.backward_overhead;
-            duration = s.backward_time;
-          }
-        } else if (in == nullptr) {
-          error = replay_error::input_missing;
-          tr = {'a', k};
-        } else {
-          const bool all = o.kind == op_kind::forward_all;
-          copy& out = all ? t_of(k + 1) : a_of(k + 1);
-          if (out.held) {
-            error = replay_error::output_already_held;
-            tr = {all ? 't' : 'a', k + 1};
-          } else {
-            reads.push_back(in);
-            produced = &out;
-            output = all ? xb(k + 1) : x(k + 1);
-            overhead = all ? s.recording_overhead.value_or(s.forward_overhead) : s.forward_overhead;
-            if (o.kind == op_kind::forward_none && a_of(k).held) drops.push_back(&a_of(k));
-            duration = s.forward_time;
-          }
-        }
-      }
-      if (error != replay_error::none) {
-        fail(i, error, tr);
-        break;
-      }
-      start = std::max(previous_start, compute_end);
-      for (const copy* in : reads) start = std::max(start, in->ready);
-      const double finish = start + duration;
-      compute_end = finish;
-      const bool zero = !(start < finish);
-      // Allocations at the start: the output (and, for B, g_k) and the transient.
-      allocated = output + overhead;
-      held += output;
-      if (produced != nullptr) {
-        produced->held = true;
-        produced->ready = finish;
-        produced->last_read = finish;
-        produced->interval = open(start, i, output);
-      } else if (o.kind == op_kind::loss) {
-        g[idx(L)] = 1;
-      } else {
-        g[idx(o.stage)] = 1;
-      }
-      for (copy* in : reads) in->last_read = std::max(in->last_read, finish);
-      // Frees at the end: the transient, the drops (and, for B, g_{k+1}).
-      if (zero)
-        events.push_back({finish, 1, i, 1, -overhead});
-      else
-        events.push_back({finish, 0, 0, 0, -overhead});
-      if (o.kind == op_kind::backward) {
-        g[idx(o.stage + 1)] = 0;
-        // g_{k+1} was allocated before this op started: an earlier op made it.
-        events.push_back(zero ? timed_event{finish, 1, i, 1, -dropped}
-                                : timed_event{finish, 0, 0, 0, -dropped});
-        held -= dropped;
-      }
-      for (copy* d : drops) {
-        d->held = false;
-        held -= intervals[d->interval].bytes;
-        close(d->interval, finish, i, zero);
-      }
-    }
-    previous_start = start;
-    allocation_event[i] = events.size();
-    events.push_back({start, 1, i, 0, allocated});
+  timeline t(c, ops.size());
+  const walk_failure f = walk(c, ops, [&](const walked_op& w, const std::vector<value>& values) {
+    const auto [start, end] = t.add(w, values);
     r.start.push_back(start);
-    r.end.push_back(start + duration);
-    r.makespan = std::max(r.makespan, start + duration);
-    r.memory_after.push_back(held);
-  }
-  if (r.valid() && !g[0]) fail(ops.size(), replay_error::incomplete, {'g', 0});
-
-  // The memory over time: sort the events, and read each op's allocation off.
-  std::vector<std::size_t> order(events.size());
-  for (std::size_t e = 0; e < order.size(); ++e) order[e] = e;
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t p, std::size_t q) { return events[p] < events[q]; });
-  std::vector<size_type> at_event(events.size(), 0);
-  size_type memory = c.input_size;
-  r.peak_memory = memory;
-  // Copies in flight beside recomputed ones can pass what validation bounds (2^63 - 1): the
-  // running sum saturates there (such a peak fits no budget).
-  constexpr size_type most = std::numeric_limits<size_type>::max();
-  for (const std::size_t e : order) {
-    const size_type d = events[e].delta;
-    memory = d > 0 && memory > most - d ? most : memory + d;
-    at_event[e] = memory;
-    r.peak_memory = std::max(r.peak_memory, memory);
-  }
-  r.op_peak.reserve(i);
-  for (std::size_t k = 0; k < i; ++k) r.op_peak.push_back(at_event[allocation_event[k]]);
+    r.end.push_back(end);
+    r.makespan = std::max(r.makespan, end);
+    r.memory_after.push_back(t.held());
+  });
+  r.error = f.error;
+  r.tensor = f.tensor;
+  if (f.error != replay_error::none) r.first_invalid = f.at;
+  r.peak_memory = t.memory(r.op_peak);
   return r;
-}
-
-// Replays `ops` on a validated chain: by docs/model.md where no op is a transfer, else by
-// docs/offload.md's timed rules (which agree with docs/model.md's on such sequences).
-constexpr replay_result replay(const chain& c, std::span<const op> ops) {
-  for (const op& o : ops)
-    if (o.kind > op_kind::backward) return replay_timed(c, ops);
-  return replay_compute(c, ops);
 }
 
 }  // namespace detail

@@ -5,6 +5,7 @@
 
 #include "offload_chains.hpp"
 #include "random_chain.hpp"
+#include "reference_replay.hpp"
 #include "random_schedule.hpp"
 
 #include <doctest/doctest.h>
@@ -167,8 +168,8 @@ TEST_CASE("the timed replay agrees with docs/model.md's on random schedules with
     remat::chain c = remat::testing::random_chain(rng);
     const auto ops = remat::testing::random_schedule(c, rng);
     if (!ops) continue;
-    const replay_result model = remat::detail::replay_compute(c, *ops);
-    const replay_result timed = remat::detail::replay_timed(c, *ops);
+    const replay_result model = remat::testing::reference_replay(c, *ops);
+    const replay_result timed = remat::simulate(c, *ops);
     REQUIRE(model.valid());
     REQUIRE(timed.valid());
     CHECK(timed.makespan == model.makespan);

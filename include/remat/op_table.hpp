@@ -1,0 +1,175 @@
+// What each op does, as data: docs/model.md's table of the five compute ops and docs/offload.md's
+// table of the three transfer ops, in code. Every part of remat that needs an op's meaning (the
+// simulator, memory plans, the executors) reads it from here through one walk over a schedule
+// (detail/walk.hpp), so an op's reads, outputs, frees, time, transient and stream are written
+// once.
+//
+//   const remat::op_rule& r = remat::rule(remat::op_kind::backward);
+//   r.reads;      // {input, tape_above, gradient_above}: a_k (or t_k), t_{k+1}, g_{k+1}
+//   r.makes;      // gradient_here: g_k
+//   r.frees;      // {activation_input, tape_above, gradient_above}: a_k (if held), t_{k+1}, g_{k+1}
+//   remat::op_time(c, remat::backward(2));       // bw[2]
+//   remat::op_transient(c, remat::backward(2));  // bt[2]
+#pragma once
+
+#include <remat/chain.hpp>
+#include <remat/schedule.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace remat {
+
+/// Why an op cannot run.
+enum class replay_error : std::uint8_t {
+  none,                 ///< the schedule is valid
+  bad_kind,             ///< the op's kind (or a transfer's tensor) is none of the model's
+  bad_stage,            ///< the op's stage index is outside 0..L-1 (or, for loss, is not L)
+  input_missing,        ///< a forward or the loss finds neither a_k nor t_k held
+  output_already_held,  ///< the op's output is already held
+  gradient_missing,     ///< B(k) finds no g_{k+1}
+  tape_missing,         ///< B(k) finds no t_{k+1}
+  after_end,            ///< an op after g_0 was produced
+  incomplete,           ///< the sequence ends before g_0 is produced
+  no_bandwidth,         ///< a transfer in a direction the chain's `transfer` does not offer
+  not_on_device,        ///< O(k) on a tensor not held on the device
+  already_on_host,      ///< O(k) on a tensor that already has a host copy
+  no_host_copy,         ///< P(k) or W(k) on a tensor without a host copy
+};
+
+/// A tensor of the model: `a_k` (activation), `t_k` (tape) or `g_k` (gradient).
+struct tensor_ref {
+  char kind = 'a';
+  std::int32_t index = 0;
+  friend constexpr bool operator==(const tensor_ref&, const tensor_ref&) = default;
+};
+
+/// A tensor an op names, relative to its stage `k` (the loss: `k = L`) and, for a transfer, its
+/// `tensor` (a_k or t_k).
+enum class operand : std::uint8_t {
+  none,
+  input,             ///< a_k, or the tape t_k when a_k is not held (k >= 1): a forward's input
+  activation_input,  ///< a_k itself, where held (what F_none, the loss and B drop)
+  activation_above,  ///< a_{k+1}
+  tape_above,        ///< t_{k+1}
+  gradient_above,    ///< g_{k+1}
+  gradient_here,     ///< g_k (the loss: g_L)
+  device_copy,       ///< a transfer's tensor on the device
+  host_copy,         ///< a transfer's tensor's host copy
+};
+
+/// Which of the chain's figures an op's time and transient come from (docs/model.md's arrays).
+enum class cost_source : std::uint8_t {
+  none,       ///< 0
+  forward,    ///< time fw[k], transient ft[k]
+  recording,  ///< time fw[k], transient fa[k] (ft[k] where none is given)
+  loss,       ///< time bw[L], transient bt[L]
+  backward,   ///< time bw[k], transient bt[k]
+  offload,    ///< time: the tensor's bytes / offload bandwidth; no transient
+  prefetch,   ///< time: the tensor's bytes / prefetch bandwidth; no transient
+};
+
+/// One row of the op table. `reads` must be held (on the device, or for `host_copy` on the host)
+/// when the op starts; `makes` must not be, and is held from the op's start; `frees` are no longer
+/// held once it is issued, and their bytes are released at its end, or with
+/// `frees_after_readers` (an offload) once the compute ops issued before it that read them have
+/// ended too. Unused entries are `operand::none`.
+struct op_rule {
+  op_kind kind;
+  remat::stream stream;
+  std::array<operand, 3> reads;
+  operand makes;
+  std::array<operand, 3> frees;
+  cost_source cost;
+  bool frees_after_readers;
+};
+
+namespace detail {
+constexpr op_rule row(op_kind kind, std::array<operand, 3> reads, operand makes,
+                      std::array<operand, 3> frees, cost_source cost,
+                      bool frees_after_readers = false) {
+  return {kind, stream_of(kind), reads, makes, frees, cost, frees_after_readers};
+}
+}  // namespace detail
+
+/// The table, indexed by `op_kind` (the streams are schedule.hpp's `stream_of`).
+inline constexpr std::array<op_rule, 8> op_table{{
+    detail::row(op_kind::forward_none, {operand::input}, operand::activation_above,
+                {operand::activation_input}, cost_source::forward),
+    detail::row(op_kind::forward_checkpoint, {operand::input}, operand::activation_above, {},
+                cost_source::forward),
+    detail::row(op_kind::forward_all, {operand::input}, operand::tape_above, {},
+                cost_source::recording),
+    detail::row(op_kind::loss, {operand::input}, operand::gradient_here,
+                {operand::activation_input}, cost_source::loss),
+    detail::row(op_kind::backward, {operand::gradient_above, operand::tape_above, operand::input},
+                operand::gradient_here,
+                {operand::gradient_above, operand::tape_above, operand::activation_input},
+                cost_source::backward),
+    detail::row(op_kind::offload, {operand::device_copy}, operand::host_copy,
+                {operand::device_copy}, cost_source::offload, true),
+    detail::row(op_kind::prefetch, {operand::host_copy}, operand::device_copy,
+                {operand::host_copy}, cost_source::prefetch),
+    detail::row(op_kind::wait, {operand::host_copy}, operand::none, {}, cost_source::none),
+}};
+
+static_assert([] {
+  for (std::size_t i = 0; i < op_table.size(); ++i)
+    if (static_cast<std::size_t>(op_table[i].kind) != i) return false;
+  return true;
+}());
+
+/// True for the op kinds of the table (a byte read from a file may be none of them).
+constexpr bool is_op_kind(op_kind k) noexcept {
+  return static_cast<std::size_t>(k) < op_table.size();
+}
+
+/// The row of `k` (`is_op_kind(k)`).
+constexpr const op_rule& rule(op_kind k) noexcept {
+  return op_table[static_cast<std::size_t>(k)];
+}
+
+/// The bytes of a_k (x[k], k in 0..L) and of t_k (xb[k], k in 1..L) on a chain.
+constexpr size_type activation_bytes(const chain& c, std::int32_t k) noexcept {
+  return k == 0 ? c.input_size : c.stages[static_cast<std::size_t>(k - 1)].output_size;
+}
+constexpr size_type tape_bytes(const chain& c, std::int32_t k) noexcept {
+  return c.stages[static_cast<std::size_t>(k - 1)].tape_size;
+}
+/// The bytes of the tensor a transfer op moves.
+constexpr size_type moved_bytes(const chain& c, const op& o) noexcept {
+  return o.tensor == tensor_kind::tape ? tape_bytes(c, o.stage) : activation_bytes(c, o.stage);
+}
+
+/// How long `o` takes on `c` (a valid op of a validated chain).
+constexpr double op_time(const chain& c, const op& o) noexcept {
+  const auto k = static_cast<std::size_t>(o.stage);
+  switch (rule(o.kind).cost) {
+    case cost_source::forward:
+    case cost_source::recording: return c.stages[k].forward_time;
+    case cost_source::loss: return c.loss_time;
+    case cost_source::backward: return c.stages[k].backward_time;
+    case cost_source::offload:
+      return static_cast<double>(moved_bytes(c, o)) / c.transfer.offload_bandwidth;
+    case cost_source::prefetch:
+      return static_cast<double>(moved_bytes(c, o)) / c.transfer.prefetch_bandwidth;
+    case cost_source::none: return 0;
+  }
+  return 0;
+}
+
+/// The transient memory `o` holds while it runs on `c` (its overhead).
+constexpr size_type op_transient(const chain& c, const op& o) noexcept {
+  const auto k = static_cast<std::size_t>(o.stage);
+  switch (rule(o.kind).cost) {
+    case cost_source::forward: return c.stages[k].forward_overhead;
+    case cost_source::recording:
+      return c.stages[k].recording_overhead.value_or(c.stages[k].forward_overhead);
+    case cost_source::loss: return c.loss_overhead;
+    case cost_source::backward: return c.stages[k].backward_overhead;
+    default: return 0;
+  }
+}
+
+}  // namespace remat
