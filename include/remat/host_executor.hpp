@@ -21,6 +21,7 @@
 // checker (AddressSanitizer, valgrind) reports any access outside a live buffer.
 #pragma once
 
+#include <remat/check_plan.hpp>
 #include <remat/detail/planning/host_streams.hpp>
 #include <remat/detail/planning/program.hpp>
 #include <remat/memory_plan.hpp>

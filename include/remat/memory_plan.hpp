@@ -4,7 +4,7 @@
 //   remat::memory_plan m = remat::make_memory_plan(chain, r.plan, {.alignment = 256});
 //   m.arena_bytes;   // allocate this once
 //   m.lower_bound;   // the simulator's peak: no placement can use less
-//   remat::check_memory_plan(m).ok();
+//   remat::check_memory_plan(m).ok();   // <remat/check_plan.hpp>
 //
 // A schedule is static, so lifetimes are known before anything runs: each materialization of an
 // activation or a tape (a recomputation is a new buffer), each gradient, and each op's transient
@@ -25,6 +25,8 @@
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
 #include <remat/detail/planning/best_fit.hpp>
+#include <remat/detail/walk.hpp>
+#include <remat/op_table.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
 
@@ -173,188 +175,68 @@ constexpr size_type align_up(size_type v, size_type alignment) noexcept {
   return (v + alignment - 1) / alignment * alignment;
 }
 
-// The buffers and steps of a valid schedule on a validated chain, offsets all 0. `kept`, when
+// The buffers and steps of a valid schedule on a validated chain, offsets all 0: one buffer per
+// value of the walk (walk.hpp), and one workspace per compute op after its output. `kept`, when
 // given, is set to 1 for the buffers the schedule never drops.
 constexpr memory_plan buffer_lifetimes(const chain& c, std::span<const op> ops,
                                        std::vector<char>* kept = nullptr) {
-  const auto L = static_cast<std::int32_t>(c.length());
-  const auto n = static_cast<std::size_t>(L) + 1;
-  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
-  auto x = [&](std::int32_t k) { return k == 0 ? c.input_size : c.stages[at(k - 1)].output_size; };
-  auto xb = [&](std::int32_t k) { return c.stages[at(k - 1)].tape_size; };
   const std::size_t last = ops.empty() ? 0 : ops.size() - 1;
-
   memory_plan m;
   m.buffers.reserve(3 * ops.size() + 1);
   m.steps.reserve(ops.size());
-  // Held on the device (a, t, g) and on the host (host copies of a_k and t_k).
-  std::vector<buffer_id> a(n, no_buffer), t(n, no_buffer), g(n, no_buffer);
-  std::vector<buffer_id> host_a(n, no_buffer), host_t(n, no_buffer);
+  std::vector<buffer_id> buffer_of;      // per value of the walk
   std::vector<std::size_t> last_reader;  // per buffer: the last compute op that read it
   std::vector<char> dropped;
   auto create = [&](buffer_kind kind, std::int32_t index, std::size_t op_index, size_type size,
-                    bool on_host = false) {
+                    bool on_host) {
     m.buffers.push_back({kind, index, op_index, last, size, 0, on_host, last});
     last_reader.push_back(op_index);
     dropped.push_back(0);
     return static_cast<buffer_id>(m.buffers.size() - 1);
   };
-  auto workspace = [&](std::int32_t stage_index, std::size_t op_index, size_type size) {
-    const buffer_id id = create(buffer_kind::workspace, stage_index, op_index, size);
-    m.buffers[id].last_op = m.buffers[id].last_read = op_index;
-    dropped[id] = 1;
-    return id;
-  };
-  // Dropped after op `op_index`; an offload frees it once the compute ops that read it have ended.
-  auto drop = [&](buffer_id& id, std::size_t op_index, bool by_offload = false) {
-    m.buffers[id].last_op = op_index;
-    m.buffers[id].last_read = by_offload ? last_reader[id] : op_index;
-    dropped[id] = 1;
-    id = no_buffer;
-  };
-  auto read = [&](buffer_id id, std::size_t op_index) {
-    if (id != no_buffer) last_reader[id] = op_index;
-  };
-  a[0] = create(buffer_kind::activation, 0, 0, c.input_size);
-
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const op o = ops[i];
-    const std::int32_t k = o.stage;
-    step s{o};
-    if (is_transfer(o.kind)) {
-      const bool tape = o.tensor == tensor_kind::tape;
-      const buffer_kind kind = tape ? buffer_kind::tape : buffer_kind::activation;
-      buffer_id& device = tape ? t[at(k)] : a[at(k)];
-      buffer_id& host = tape ? host_t[at(k)] : host_a[at(k)];
-      s.input_size = tape ? xb(k) : x(k);
-      if (o.kind == op_kind::offload) {
-        s.input = device;
-        s.output = host = create(kind, k, i, s.input_size, true);
-        drop(device, i, true);
-      } else if (o.kind == op_kind::prefetch) {
-        s.input = host;
-        s.output = device = create(kind, k, i, s.input_size);
-        drop(host, i);
-      } else {
-        s.input = host;
-      }
-      m.steps.push_back(s);
-      continue;
+  buffer_of.push_back(create(buffer_kind::activation, 0, 0, c.input_size, false));
+  walk(c, ops, [&](const walked_op& w, const std::vector<value>& values) {
+    const std::size_t i = w.index;
+    const bool compute = !is_transfer(w.o.kind);
+    step s{w.o};
+    s.input_size = w.input_bytes;
+    s.output_size = w.above_bytes;
+    if (w.made != no_value) {
+      const value& v = values[w.made];
+      const buffer_kind kind = v.kind == 'g'   ? buffer_kind::gradient
+                               : v.kind == 't' ? buffer_kind::tape
+                                               : buffer_kind::activation;
+      buffer_of.resize(values.size(), no_buffer);
+      s.output = buffer_of[w.made] = create(kind, v.index, i, v.bytes, v.on_host);
     }
-    s.input_size = x(k);
-    s.input = a[at(k)] != no_buffer ? a[at(k)] : t[at(k)];
-    read(s.input, i);
-    if (o.kind == op_kind::loss) {
-      s.output = g[at(L)] = create(buffer_kind::gradient, L, i, x(L));
-      s.workspace = workspace(L, i, c.loss_overhead);
-      if (a[at(L)] != no_buffer) drop(a[at(L)], i);
-    } else if (o.kind == op_kind::backward) {
-      s.output_size = x(k + 1);
-      s.tape = t[at(k + 1)];
-      s.gradient = g[at(k + 1)];
-      s.output = g[at(k)] = create(buffer_kind::gradient, k, i, x(k));
-      s.workspace = workspace(k, i, c.stages[at(k)].backward_overhead);
-      drop(g[at(k + 1)], i);
-      drop(t[at(k + 1)], i);
-      if (a[at(k)] != no_buffer) drop(a[at(k)], i);
-    } else {
-      s.output_size = x(k + 1);
-      if (o.kind == op_kind::forward_all)
-        s.output = t[at(k + 1)] = create(buffer_kind::tape, k + 1, i, xb(k + 1));
-      else
-        s.output = a[at(k + 1)] = create(buffer_kind::activation, k + 1, i, x(k + 1));
-      const stage& st = c.stages[at(k)];
-      s.workspace = workspace(k, i,
-                              o.kind == op_kind::forward_all
-                                  ? st.recording_overhead.value_or(st.forward_overhead)
-                                  : st.forward_overhead);
-      if (o.kind == op_kind::forward_none && a[at(k)] != no_buffer) drop(a[at(k)], i);
+    if (compute) {
+      s.workspace = create(buffer_kind::workspace, w.o.stage, i, w.transient, false);
+      m.buffers[s.workspace].last_op = m.buffers[s.workspace].last_read = i;
+      dropped[s.workspace] = 1;
+    }
+    for (std::size_t j = 0; j < w.reads.size(); ++j) {
+      if (w.reads[j] == no_value) continue;
+      const buffer_id id = buffer_of[w.reads[j]];
+      const operand role = w.rule->reads[j];
+      (role == operand::tape_above       ? s.tape
+       : role == operand::gradient_above ? s.gradient
+                                         : s.input) = id;
+      if (compute) last_reader[id] = i;
+    }
+    for (const value_id v : w.frees) {
+      if (v == no_value) continue;
+      const buffer_id id = buffer_of[v];
+      m.buffers[id].last_op = i;
+      m.buffers[id].last_read = w.rule->frees_after_readers ? last_reader[id] : i;
+      dropped[id] = 1;
     }
     m.steps.push_back(s);
-  }
+  });
   if (kept != nullptr) {
     kept->assign(dropped.size(), 0);
     for (std::size_t id = 0; id < dropped.size(); ++id) (*kept)[id] = dropped[id] ? 0 : 1;
   }
   return m;
-}
-
-// Whether op `j` starts after op `i` has ended, by stream order or a listed wait (`waits` sorted
-// by `after` then `before`).
-constexpr bool ends_before(const memory_plan& m, std::size_t i, std::size_t j) {
-  if (i >= j) return false;
-  if (stream_of(m.steps[i].op.kind) == stream_of(m.steps[j].op.kind)) return true;
-  const wait w{i, j, wait_reason::data};
-  const auto it = std::lower_bound(
-      m.waits.begin(), m.waits.end(), w, [](const wait& p, const wait& q) {
-        return p.after != q.after ? p.after < q.after : p.before < q.before;
-      });
-  return it != m.waits.end() && it->after == j && it->before == i;
-}
-
-// Whether buffer `b` is freed before buffer `c` is allocated, whatever the timing.
-constexpr bool freed_before(const memory_plan& m, const buffer& b, const buffer& c,
-                            bool c_is_input) {
-  if (c_is_input) return false;  // a_0 exists before every op
-  return ends_before(m, b.last_op, c.first_op) &&
-         (b.last_read == b.last_op || ends_before(m, b.last_read, c.first_op));
-}
-
-// Checks that every step refers to buffers that exist and are live at that step, in the right
-// pool, with the kinds and sizes its op needs, and that every read of what another stream made
-// waits for it. "" when it does.
-constexpr std::string check_steps(const memory_plan& m) {
-  const std::size_t nb = m.buffers.size();
-  auto live = [&](buffer_id id, std::size_t i) {
-    return id < nb && m.buffers[id].first_op <= i && i <= m.buffers[id].last_op;
-  };
-  auto on_device = [&](buffer_id id, std::size_t i) { return live(id, i) && !m.buffers[id].on_host; };
-  auto on_host = [&](buffer_id id, std::size_t i) { return live(id, i) && m.buffers[id].on_host; };
-  for (std::size_t i = 0; i < m.steps.size(); ++i) {
-    const step& s = m.steps[i];
-    auto where = [&] { return "step " + std::to_string(i) + " (" + to_string(s.op) + ")"; };
-    // What it reads must be ready: made before it on its stream, or waited for.
-    for (const buffer_id id : {s.input, s.tape, s.gradient})
-      if (id != no_buffer && id < nb && id != memory_plan::input() &&
-          !ends_before(m, m.buffers[id].first_op, i))
-        return where() + ": it reads " + to_string(m.buffers[id], id) +
-               " without waiting for the op that makes it";
-    if (is_transfer(s.op.kind)) {
-      if (s.op.kind == op_kind::offload) {
-        if (!on_device(s.input, i) || m.buffers[s.input].size < s.input_size)
-          return where() + ": what it copies is not a live device buffer of input_size bytes";
-        if (!on_host(s.output, i) || m.buffers[s.output].first_op != i ||
-            m.buffers[s.output].size < s.input_size)
-          return where() + ": its output is not a host copy of input_size bytes it creates";
-      } else if (s.op.kind == op_kind::prefetch) {
-        if (!on_host(s.input, i) || m.buffers[s.input].size < s.input_size)
-          return where() + ": what it copies is not a live host copy of input_size bytes";
-        if (!on_device(s.output, i) || m.buffers[s.output].first_op != i ||
-            m.buffers[s.output].size < s.input_size)
-          return where() + ": its output is not a device buffer of input_size bytes it creates";
-      } else if (!on_host(s.input, i)) {
-        return where() + ": the copy it waits for is not a live host copy";
-      }
-      continue;
-    }
-    if (!on_device(s.input, i) || m.buffers[s.input].size < s.input_size)
-      return where() + ": its input is not a live device buffer of at least input_size bytes";
-    if (!on_device(s.output, i) || m.buffers[s.output].first_op != i)
-      return where() + ": its output is not a device buffer it creates";
-    if (!on_device(s.workspace, i) || m.buffers[s.workspace].kind != buffer_kind::workspace)
-      return where() + ": its workspace is not a live workspace buffer";
-    if (s.op.kind == op_kind::backward) {
-      if (!on_device(s.tape, i) || m.buffers[s.tape].kind != buffer_kind::tape ||
-          m.buffers[s.tape].size < s.output_size)
-        return where() + ": its tape is not a live tape of at least output_size bytes";
-      if (!on_device(s.gradient, i) || m.buffers[s.gradient].kind != buffer_kind::gradient)
-        return where() + ": its incoming gradient is not a live gradient buffer";
-    } else if (s.op.kind != op_kind::loss) {
-      if (m.buffers[s.output].size < s.output_size)
-        return where() + ": its output is smaller than output_size";
-    }
-  }
-  return {};
 }
 
 // Calls `visit(i, j)` for every pair of buffers of one pool that share a byte (buffer i starting
@@ -527,130 +409,5 @@ struct make_memory_plan_fn {
 }  // namespace detail
 
 inline constexpr detail::make_memory_plan_fn make_memory_plan{};
-
-/// What `check_memory_plan` found: `ok()`, or the first problem in words.
-struct memory_plan_check {
-  std::string problem;  ///< empty when the plan is sound
-  [[nodiscard]] constexpr bool ok() const noexcept { return problem.empty(); }
-};
-
-namespace detail {
-struct check_memory_plan_fn {
-  /// Proves a plan sound, independently of how it was built: the alignment is a power of two,
-  /// every buffer is aligned and inside its pool, every step uses live buffers of the right kind,
-  /// pool and size and waits for what it reads, and any two buffers that share a byte are one
-  /// freed before the other is allocated: the ops that free the first end before the op that
-  /// creates the second starts, by stream order or a listed wait, whatever the timing. Sorting by
-  /// offset makes the check O(n log n) plus the pairs that overlap in space.
-  constexpr memory_plan_check operator()(const memory_plan& m) const {
-    if (!is_power_of_two(m.alignment))
-      return {"the alignment " + std::to_string(m.alignment) + " is not a power of two"};
-    const std::size_t n_ops = m.steps.size();
-    for (std::size_t i = 0; i < m.buffers.size(); ++i) {
-      const buffer& b = m.buffers[i];
-      const size_type pool = b.on_host ? m.host_bytes : m.arena_bytes;
-      if (b.size < 0 || b.offset < 0 || b.offset % m.alignment != 0 || b.offset > pool - b.size)
-        return {to_string(b, i) + " is misaligned or outside the " +
-                (b.on_host ? "host pool" : "arena") + " of " + std::to_string(pool) + " bytes"};
-      if (b.first_op > b.last_op || b.last_read > b.last_op ||
-          (n_ops > 0 && b.last_op >= n_ops))
-        return {to_string(b, i) + " has no valid lifetime in a schedule of " +
-                std::to_string(n_ops) + " ops"};
-    }
-    for (std::size_t w = 0; w < m.waits.size(); ++w) {
-      const wait& x = m.waits[w];
-      if (x.before >= x.after || x.after >= n_ops)
-        return {"wait " + std::to_string(w) + " (op " + std::to_string(x.after) + " after op " +
-                std::to_string(x.before) + ") does not point back to an earlier op"};
-      if (w > 0 && (m.waits[w - 1].after > x.after ||
-                    (m.waits[w - 1].after == x.after && m.waits[w - 1].before >= x.before)))
-        return {"the waits are not sorted by the op that waits, then the op waited for"};
-    }
-    if (std::string why = check_steps(m); !why.empty()) return {why};
-    if (m.arena_bytes < m.lower_bound)
-      return {"the arena (" + std::to_string(m.arena_bytes) +
-              " bytes) is smaller than the lower bound (" + std::to_string(m.lower_bound) + ")"};
-
-    std::string overlap;
-    any_sharing_pair(m, [&](std::size_t bi, std::size_t ci) {
-      const buffer& b = m.buffers[bi];
-      const buffer& c = m.buffers[ci];
-      if (freed_before(m, b, c, ci == memory_plan::input()) ||
-          freed_before(m, c, b, bi == memory_plan::input()))
-        return false;
-      overlap = to_string(b, bi) + " and " + to_string(c, ci) + " overlap while both may be live";
-      return true;
-    });
-    return {overlap};
-  }
-};
-}  // namespace detail
-
-inline constexpr detail::check_memory_plan_fn check_memory_plan{};
-
-/// What a run of a plan did to memory, as its ops' start and end times show.
-struct run_memory {
-  size_type live_peak = 0;  ///< the most bytes of device buffers live at once
-  std::string problem;      ///< the first two buffers sharing a byte while both were live
-  [[nodiscard]] constexpr bool ok() const noexcept { return problem.empty(); }
-};
-
-namespace detail {
-struct check_run_fn {
-  /// Replays `m`'s buffers on the times a run measured (`start[i]`, `end[i]` of op i, any unit,
-  /// e.g. host_executor's `last_run()`): each buffer lives from its first op's start to the end
-  /// of the ops that free it. Finds the most device bytes live at once and any two buffers of one
-  /// pool that shared a byte while both were live; the plan's waits make that impossible,
-  /// whatever the durations, and this is how a test or a user sees it.
-  constexpr run_memory operator()(const memory_plan& m, std::span<const double> start,
-                                  std::span<const double> end) const {
-    run_memory out;
-    const std::size_t n = m.steps.size();
-    if (start.size() != n || end.size() != n) {
-      out.problem = "the run's times cover " + std::to_string(start.size()) + " and " +
-                    std::to_string(end.size()) + " ops, the plan has " + std::to_string(n);
-      return out;
-    }
-    constexpr double inf = std::numeric_limits<double>::infinity();
-    const std::size_t nb = m.buffers.size();
-    std::vector<double> from(nb), to(nb);
-    for (std::size_t id = 0; id < nb; ++id) {
-      const buffer& b = m.buffers[id];
-      from[id] = id == memory_plan::input() ? -inf : start[b.first_op];
-      to[id] = n == 0 || b.last_op + 1 >= n ? inf : std::max(end[b.last_op], end[b.last_read]);
-    }
-    // Live bytes: at one instant, frees of what lived before it, then allocations, then frees of
-    // what lived only at that instant (an op of duration 0).
-    struct change {
-      double at;
-      int phase;
-      size_type bytes;
-    };
-    std::vector<change> changes;
-    for (std::size_t id = 0; id < nb; ++id) {
-      if (m.buffers[id].on_host || m.buffers[id].size == 0) continue;
-      changes.push_back({from[id], 1, m.buffers[id].size});
-      if (to[id] < inf) changes.push_back({to[id], to[id] > from[id] ? 0 : 2, -m.buffers[id].size});
-    }
-    std::sort(changes.begin(), changes.end(), [](const change& p, const change& q) {
-      return p.at != q.at ? p.at < q.at : p.phase < q.phase;
-    });
-    size_type live = 0;
-    for (const change& c : changes) {
-      live += c.bytes;
-      out.live_peak = std::max(out.live_peak, live);
-    }
-    any_sharing_pair(m, [&](std::size_t bi, std::size_t ci) {
-      if (to[bi] <= from[ci] || to[ci] <= from[bi]) return false;
-      out.problem = to_string(m.buffers[bi], bi) + " and " + to_string(m.buffers[ci], ci) +
-                    " shared bytes while both were live";
-      return true;
-    });
-    return out;
-  }
-};
-}  // namespace detail
-
-inline constexpr detail::check_run_fn check_run{};
 
 }  // namespace remat

@@ -11,6 +11,7 @@
 // copy streams, the plan's waits as events); the GPU's results must be bit-identical to store-all's
 // and to the host executor's on the same plans, eagerly, poisoned and as graphs. A timed run's
 // measured op times must keep the plan (check_run), and running must allocate nothing.
+#include <remat/check_plan.hpp>
 #include <remat/cuda/error.hpp>
 #include <remat/cuda/executor.hpp>
 #include <remat/host_executor.hpp>  // before plan.hpp: its constructor's `plan` would shadow remat::plan

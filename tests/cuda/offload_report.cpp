@@ -17,6 +17,7 @@
 // Exits 1 on any mismatch or error, 77 without a GPU. Timings are printed, never judged.
 #include "word_net.hpp"
 
+#include <remat/check_plan.hpp>
 #include <remat/cuda/error.hpp>
 #include <remat/cuda/executor.hpp>
 #include <remat/host_executor.hpp>  // before plan.hpp: its constructor's `plan` would shadow remat::plan

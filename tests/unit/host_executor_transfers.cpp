@@ -2,6 +2,7 @@
 // prefetches on two copy threads. Results must not depend on timing: with random delays injected
 // into every copy and every callback, training ends with store-all's weights bit for bit, and no
 // two buffers ever share bytes while both are live (check_run on the measured times).
+#include <remat/check_plan.hpp>
 #include <remat/host_executor.hpp>
 
 #include <remat/plan.hpp>

@@ -1,5 +1,6 @@
 #include <remat/memory_plan.hpp>
 
+#include <remat/check_plan.hpp>
 #include <remat/solve.hpp>
 
 #include <doctest/doctest.h>
@@ -233,48 +234,6 @@ TEST_CASE("alignment rounds every footprint up") {
   CHECK(m.lower_bound == 6);  // a_0, t_1..t_3, g_3 and nothing else at the loss
   CHECK(m.arena_bytes == 6 * 256);
   CHECK(m.ratio() == doctest::Approx(256.0));
-}
-
-TEST_CASE("check_memory_plan rejects what is wrong and says what") {
-  const remat::chain c = two_stages();
-  const std::vector<op> ops = remat::store_all_ops(2);
-  const memory_plan good = remat::make_memory_plan(c, std::span<const op>(ops), {.alignment = 8});
-  REQUIRE(remat::check_memory_plan(good).ok());
-
-  SUBCASE("two live buffers overlap") {
-    memory_plan bad = good;
-    bad.buffers[3].offset = bad.buffers[1].offset;  // t_2 onto t_1: both live at ops 1-3
-    const auto check = remat::check_memory_plan(bad);
-    REQUIRE_FALSE(check.ok());
-    CHECK(check.problem.find("overlap") != std::string::npos);
-    CHECK(check.problem.find("t_1") != std::string::npos);
-    CHECK(check.problem.find("t_2") != std::string::npos);
-  }
-  SUBCASE("buffers that never live together may share") {
-    memory_plan shared = good;
-    shared.buffers[2].offset = shared.buffers[10].offset;  // workspaces of op 0 and op 4
-    CHECK(remat::check_memory_plan(shared).ok());
-  }
-  SUBCASE("misaligned") {
-    memory_plan bad = good;
-    bad.buffers[1].offset += 4;
-    CHECK(remat::check_memory_plan(bad).problem.find("misaligned") != std::string::npos);
-  }
-  SUBCASE("outside the arena") {
-    memory_plan bad = good;
-    bad.arena_bytes = bad.lower_bound - 8;
-    CHECK_FALSE(remat::check_memory_plan(bad).ok());
-  }
-  SUBCASE("a step reading a dead buffer") {
-    memory_plan bad = good;
-    bad.steps[4].tape = 3;  // B(0) reading t_2, dropped by B(1)
-    CHECK(remat::check_memory_plan(bad).problem.find("step 4 (B(0))") != std::string::npos);
-  }
-  SUBCASE("alignment not a power of two") {
-    memory_plan bad = good;
-    bad.alignment = 12;
-    CHECK_FALSE(remat::check_memory_plan(bad).ok());
-  }
 }
 
 TEST_CASE("make_memory_plan refuses invalid schedules and alignments") {

@@ -3,6 +3,7 @@
 // free before it is written whatever the ops' durations. The property that matters is checked by
 // running each plan under random durations (an executor's semantics: issue order, one op at a
 // time per stream, the plan's waits) and replaying its buffers on those times.
+#include <remat/check_plan.hpp>
 #include <remat/memory_plan.hpp>
 
 #include <remat/plan.hpp>

@@ -1,3 +1,4 @@
+#include <remat/check_plan.hpp>
 #include <remat/plan.hpp>
 
 #include <doctest/doctest.h>

@@ -24,6 +24,7 @@
 // `remat::cuda_error` naming the op. Running allocates nothing on the device or the host.
 #pragma once
 
+#include <remat/check_plan.hpp>
 #include <remat/cuda/error.hpp>
 #include <remat/detail/planning/program.hpp>
 #include <remat/memory_plan.hpp>

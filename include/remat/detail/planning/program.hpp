@@ -3,7 +3,9 @@
 // Shared by the host and CUDA executors.
 #pragma once
 
+#include <remat/check_plan.hpp>
 #include <remat/memory_plan.hpp>
+#include <remat/op_table.hpp>
 #include <remat/schedule.hpp>
 
 #include <cstddef>
@@ -74,36 +76,35 @@ inline program make_program(const memory_plan& m) {
   const std::size_t n = m.steps.size();
   p.steps.reserve(n);
   auto whole = [&](buffer_id id) { return byte_range{id, 0, m.buffers[id].size}; };
+  // Each role's bytes, from the operands of the op's row (op_table.hpp): an activation made is
+  // the whole buffer; a tape made or read holds a_{k+1} in its first bytes and the rest saved.
+  auto tape_parts = [&](program_step& ps, buffer_id tape, size_type activation) {
+    ps.output = {tape, 0, activation};
+    ps.saved = {tape, activation, m.buffers[tape].size - activation};
+  };
   for (const step& s : m.steps) {
     program_step ps;
     ps.kind = s.op.kind;
     ps.stage = s.op.stage;
+    if (is_transfer(s.op.kind)) {  // a copy (O, P) or what W waits for: whole buffers
+      ps.input = whole(s.input);
+      if (s.output != no_buffer) ps.output = whole(s.output);
+      p.steps.push_back(ps);
+      continue;
+    }
     ps.input = {s.input, 0, s.input_size};
-    if (!is_transfer(s.op.kind)) ps.workspace = whole(s.workspace);
-    switch (s.op.kind) {
-      case op_kind::loss: ps.input_gradient = whole(s.output); break;
-      case op_kind::backward:
-        ps.output = {s.tape, 0, s.output_size};
-        ps.saved = {s.tape, s.output_size, m.buffers[s.tape].size - s.output_size};
-        ps.output_gradient = whole(s.gradient);
-        ps.input_gradient = whole(s.output);
-        break;
-      case op_kind::forward_all:
-        ps.output = {s.output, 0, s.output_size};
-        ps.saved = {s.output, s.output_size, m.buffers[s.output].size - s.output_size};
-        break;
-      case op_kind::forward_none:
-      case op_kind::forward_checkpoint:
+    ps.workspace = whole(s.workspace);
+    switch (rule(s.op.kind).makes) {
+      case operand::activation_above:
         ps.output = whole(s.output);
         ps.saved = {s.output, s.output_size, 0};  // empty, just past the output
         break;
-      case op_kind::offload:
-      case op_kind::prefetch:
-        ps.input = whole(s.input);
-        ps.output = whole(s.output);
-        break;
-      case op_kind::wait: ps.input = whole(s.input); break;
+      case operand::tape_above: tape_parts(ps, s.output, s.output_size); break;
+      case operand::gradient_here: ps.input_gradient = whole(s.output); break;
+      default: break;
     }
+    if (s.tape != no_buffer) tape_parts(ps, s.tape, s.output_size);
+    if (s.gradient != no_buffer) ps.output_gradient = whole(s.gradient);
     p.steps.push_back(ps);
   }
   std::vector<std::size_t> n_created(n + 1, 0), n_dropped(n + 1, 0);
