@@ -22,8 +22,8 @@
 #pragma once
 
 #include <remat/check_plan.hpp>
-#include <remat/detail/planning/host_streams.hpp>
 #include <remat/detail/planning/program.hpp>
+#include <remat/detail/planning/streams.hpp>
 #include <remat/memory_plan.hpp>
 #include <remat/op_calls.hpp>
 
@@ -138,7 +138,21 @@ class host_executor {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
     if (streams_) {
-      streams_->run([&](std::size_t i) { call(callbacks, program_.steps[i]); });
+      auto nothing = [](std::size_t) {};
+      streams_->run(
+          nothing, nothing,
+          [&](std::size_t i) {
+            call(callbacks, program_.steps[i]);
+            poison_after(i);
+          },
+          [&](std::size_t i) {
+            if (options_.before_copy) options_.before_copy(i);
+            const detail::program_step& s = program_.steps[i];
+            if (s.input.size > 0) std::memcpy(bytes(s.output).data(), bytes(s.input).data(),
+                                              static_cast<std::size_t>(s.input.size));
+            poison_after(i);
+          },
+          nothing);
       for (std::size_t i = 0; i < n; ++i) {
         report_.start[i] = streams_->start(i);
         report_.end[i] = streams_->end(i);
@@ -221,31 +235,31 @@ class host_executor {
     }
   }
 
-  // The copy of each O and P, and what to poison after each op, for the three streams.
+  // The three streams: the program's waits, a data wait for what an op reads from another
+  // stream and a memory wait for bytes it writes that another op frees.
   void start_streams() {
-    using streams = detail::host_streams;
+    detail::stream_program p;
     const std::size_t n = program_.steps.size();
-    std::vector<streams::copy_task> copies(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      const detail::program_step& s = program_.steps[i];
-      if (s.kind != op_kind::offload && s.kind != op_kind::prefetch) continue;
-      const std::span<std::byte> from = bytes(s.input), to = bytes(s.output);
-      copies[i] = {from.data(), to.data(), from.size()};
+    for (const detail::program_step& s : program_.steps) p.streams.push_back(stream_of(s.kind));
+    p.waits_begin = program_.waits_begin;
+    for (const detail::dependency& d : program_.waits)
+      p.waits.push_back({d.op, d.memory ? detail::stream_wait::until::memory
+                                        : detail::stream_wait::until::data});
+    p.release_after.assign(n, detail::stream_program::none);
+    streams_ = std::make_unique<detail::stream_runner>(std::move(p));
+  }
+
+  // With `poison`: fills the buffers dropped after op i (on a stream), once the op it waits for
+  // as well (an offloaded buffer's last reader) has ended.
+  void poison_after(std::size_t i) {
+    if (!options_.poison) return;
+    for (std::size_t j = program_.dropped_begin[i]; j < program_.dropped_begin[i + 1]; ++j) {
+      const buffer_id id = program_.dropped[j];
+      const buffer& b = plan_.buffers[id];
+      if (b.last_read != b.last_op && b.last_read != i && !streams_->wait_ended(b.last_read))
+        return;  // the run was aborted
+      poison(id);
     }
-    std::vector<streams::poison_task> poison;
-    std::vector<std::size_t> begin(n + 1, 0);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (options_.poison)
-        for (std::size_t j = program_.dropped_begin[i]; j < program_.dropped_begin[i + 1]; ++j) {
-          const buffer_id id = program_.dropped[j];
-          const buffer& b = plan_.buffers[id];
-          poison.push_back({bases_[id], size(id), b.last_read == b.last_op ? streams::none
-                                                                          : b.last_read});
-        }
-      begin[i + 1] = poison.size();
-    }
-    streams_ = std::make_unique<streams>(program_, std::move(copies), std::move(poison),
-                                         std::move(begin), options_.before_copy);
   }
 
   void poison(buffer_id id) const noexcept { std::memset(bases_[id], 0xFF, size(id)); }
@@ -277,7 +291,7 @@ class host_executor {
   host_executor_options options_;
   std::unique_ptr<std::byte[], aligned_delete> arena_{nullptr, aligned_delete{}};
   std::unique_ptr<std::byte[], aligned_delete> host_pool_{nullptr, aligned_delete{}};
-  std::unique_ptr<detail::host_streams> streams_;  // plans with transfers only
+  std::unique_ptr<detail::stream_runner> streams_;  // plans with transfers only
   run_report report_;
   std::vector<std::unique_ptr<std::byte[]>> owned_;  // separate_allocations only
   std::vector<std::byte*> bases_;                    // where each buffer starts, when it exists
