@@ -43,10 +43,11 @@ elseif(NOT REMAT_PYTHON STREQUAL "OFF")
     remat_python_unavailable("nlohmann-json (>= 3.10), which reads chain files, not found "
                              "(Debian: nlohmann-json3-dev)")
   else()
-    # The Python remat::torch was built for (REMAT_TORCH_PYTHON, or the first python3 that
-    # imports torch: cmake/RematTorch.cmake), so that `import remat.torch` works with the torch
-    # remat was built against; without libtorch, Debian's.
-    if(NOT DEFINED Python3_EXECUTABLE AND TARGET remat_torch AND remat_torch_python)
+    # The Python whose torch remat::torch is built against (REMAT_TORCH_PYTHON, or the first
+    # python3 that imports torch: cmake/RematTorch.cmake), so that `import remat.torch` works
+    # with that torch, and `import remat` in the user's environment even where the adapter is
+    # skipped; without a Python with torch, Debian's.
+    if(NOT DEFINED Python3_EXECUTABLE AND remat_torch_python)
       set(Python3_EXECUTABLE ${remat_torch_python})
     elseif(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
       set(Python3_EXECUTABLE /usr/bin/python3)
