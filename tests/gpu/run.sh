@@ -136,7 +136,7 @@ torch_part() {
     pybind=(-Dpybind11_DIR="$("$py" -m pybind11 --cmakedir)")
   fi
   cmake -S "$root" -B "$tb" "${generator[@]}" "${prefix[@]}" "${pybind[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DREMAT_TORCH_PYTHON="$py" -DREMAT_PYTHON=ON -DREMAT_CUDA=OFF -DREMAT_BUILD_TESTS=ON \
+    -DREMAT_TORCH_PYTHON="$py" -DREMAT_PYTHON=AUTO -DREMAT_CUDA=OFF -DREMAT_BUILD_TESTS=ON \
     -DREMAT_BUILD_TOOLS=OFF -DREMAT_BUILD_EXAMPLES=OFF -DREMAT_BUILD_BENCHMARKS=OFF \
     >"$build/torch-configure.log" 2>&1
   local rc=$?
@@ -148,8 +148,17 @@ torch_part() {
     show_log "$build/torch-configure.log"
     problem "remat::torch was not configured against a CUDA libtorch (see above)"; return
   fi
-  cmake --build "$tb" -j "$jobs" --target test_torch remat_python_core remat_python_torch ||
-    { problem "the remat::torch / remat.torch build failed"; return; }
+  local python_ok=1
+  if ! grep -q "^-- remat Python package: remat.torch on" "$build/torch-configure.log"; then
+    problem "remat.torch is not built (the configure's 'remat Python package' lines above say why)"
+    python_ok=0
+  fi
+  cmake --build "$tb" -j "$jobs" --target test_torch ||
+    { problem "the remat::torch tests' build failed"; return; }
+  if ((python_ok)); then
+    cmake --build "$tb" -j "$jobs" --target remat_python_core remat_python_torch ||
+      { problem "the remat.torch build failed"; python_ok=0; }
+  fi
 
   step "remat::torch tests on the GPU"
   local filter=(--test-case="cuda: *,rng: *,allocated_size*,default_memory*")
@@ -160,6 +169,7 @@ torch_part() {
   grep -q "skipped: no GPU\|skipped: this libtorch has no CUDA" "$out" &&
     problem "remat::torch's GPU tests were skipped: libtorch saw no GPU"
 
+  ((python_ok)) || return
   step "remat.torch (Python) tests"
   "$py" -c "import torch; assert torch.cuda.is_available()" ||
     problem "Python's torch sees no GPU: its GPU test is skipped"
