@@ -17,9 +17,10 @@
 //                       as usual, and the gradient of the detached input is g_k
 //
 // A stage run more than once in a step behaves as if it ran once: it draws the same dropout
-// masks (the CPU generator's state is saved before its first forward and put back for every
-// recomputation, then the generator continues where it was), and its buffers (batch norm's
-// running statistics) are updated once: a recomputation restores them afterwards.
+// masks (the generators' state, the CPU's and every GPU's, is saved before its first forward and
+// put back for every recomputation, then the generators continue where they were), and its
+// buffers (batch norm's running statistics) are updated once: a recomputation restores them
+// afterwards.
 //
 // The first step at an input shape profiles the model at that shape (see profile.hpp) and every
 // budget is solved once per shape; an input of a shape never seen is profiled again, or refused

@@ -1,6 +1,6 @@
 // The mutable state of a model cut into stages, found and put back: the parameters every stage
-// (and the loss) accumulates into, the buffers every stage declares, the CPU generator. See
-// stage.hpp for what is protected and why.
+// (and the loss) accumulates into, the buffers every stage declares, the generators (the CPU's,
+// every GPU's). See stage.hpp for what is protected and why.
 #pragma once
 
 #include <remat/concepts.hpp>
