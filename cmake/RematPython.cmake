@@ -4,8 +4,9 @@
 # missing), OFF, or AUTO (build it where pybind11 and Python's headers are found, else one line
 # saying why not). AUTO is the default where remat is the top-level project and its tools are
 # built, without sanitizers (a sanitized module cannot be loaded by an unsanitized Python).
-# Python is Debian's /usr/bin/python3 where it exists (python3-torch installs there; a python3
-# earlier on PATH may lack it); -DPython3_EXECUTABLE=... picks another.
+# Python is the one whose torch remat::torch was found with (cmake/RematTorch.cmake: a virtual
+# environment's, Debian's /usr/bin/python3 with python3-torch), else Debian's /usr/bin/python3
+# where it exists; -DPython3_EXECUTABLE=... picks another.
 set(remat_python_default OFF)
 if(PROJECT_IS_TOP_LEVEL AND REMAT_BUILD_TOOLS AND NOT REMAT_SANITIZE AND NOT REMAT_FUZZ)
   set(remat_python_default AUTO)
@@ -42,7 +43,13 @@ elseif(NOT REMAT_PYTHON STREQUAL "OFF")
     remat_python_unavailable("nlohmann-json (>= 3.10), which reads chain files, not found "
                              "(Debian: nlohmann-json3-dev)")
   else()
-    if(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
+    # The Python whose torch remat::torch is built against (REMAT_TORCH_PYTHON, or the first
+    # python3 that imports torch: cmake/RematTorch.cmake), so that `import remat.torch` works
+    # with that torch, and `import remat` in the user's environment even where the adapter is
+    # skipped; without a Python with torch, Debian's.
+    if(NOT DEFINED Python3_EXECUTABLE AND remat_torch_python)
+      set(Python3_EXECUTABLE ${remat_torch_python})
+    elseif(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
       set(Python3_EXECUTABLE /usr/bin/python3)
     endif()
     find_package(Python3 COMPONENTS Interpreter Development.Module)

@@ -27,8 +27,8 @@ PYBIND11_MODULE(_torch, m) {
       "cpu_reset_peak", [] { remat::torch::cpu_memory().reset_peak(); },
       "Makes the peak what is held now.");
 
-  py::class_<remat::torch::detail::rng_state>(
+  py::class_<remat::torch::detail::cpu_rng_state>(
       m, "RngState", "The CPU generator's state (what dropout draws from), held without a tensor.");
-  m.def("save_cpu_rng", &remat::torch::detail::save_rng);
-  m.def("restore_cpu_rng", &remat::torch::detail::restore_rng, py::arg("state"));
+  m.def("save_cpu_rng", &remat::torch::detail::save_cpu_rng);
+  m.def("restore_cpu_rng", &remat::torch::detail::restore_cpu_rng, py::arg("state"));
 }

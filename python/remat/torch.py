@@ -112,7 +112,12 @@ class _Rng:
 
 
 def _nbytes(t):
-    return t.numel() * t.element_size() if t is not None else 0
+    """What t's data counts on its device's meter: its bytes, rounded up to the CUDA caching
+    allocator's 512-byte blocks on a GPU (remat::torch::allocated_size)."""
+    if t is None:
+        return 0
+    n = t.numel() * t.element_size()
+    return (n + 511) // 512 * 512 if t.is_cuda and n > 0 else n
 
 
 def _storage_bytes(t):
@@ -707,7 +712,8 @@ class Checkpointed(torch.nn.Module):
         # part ended reached.
         step.op_peaks.append(m.peak() - step.base)
         step.op_totals.append(step.op_peaks[-1])
-        if g.layout == torch.strided and g.is_contiguous() and _storage_bytes(g) == _nbytes(g):
+        if (g.layout == torch.strided and g.is_contiguous()
+                and _storage_bytes(g) == g.numel() * g.element_size()):
             step.engine_gradient_bytes = _nbytes(g)
         else:  # an expanded gradient (a sum's): the schedule's g_L is a dense copy of it
             step.engine_gradient_bytes = 0

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -70,6 +71,60 @@ TEST_CASE("every solver, budgets from the least feasible to store-all: autograd'
     // the model's peaks are the measured ones (docs/recording-overhead.md).
     MESSAGE(c.name << ": measured and predicted peaks differ by at most " << 100 * worst << "%");
   }
+}
+
+// On a GPU: the default meter is the CUDA caching allocator's (sizes in its 512-byte blocks),
+// and a recomputed stage draws its dropout masks from the CUDA generator put back. Runs where
+// libtorch has CUDA and a GPU is present (tests/gpu/run.sh), says it is skipped elsewhere.
+TEST_CASE("cuda: autograd's gradients with dropout, each op's peak as predicted (needs a GPU)") {
+#if defined(REMAT_TORCH_CUDA)
+  if (!torch::cuda::is_available()) {
+    MESSAGE("skipped: no GPU (libtorch has CUDA)");
+    return;
+  }
+  // Bitwise equality needs deterministic kernels; cuBLAS reads this before its first handle.
+  setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  const torch::Device gpu(torch::kCUDA, 0);
+  for (model_case c : {resnet_case(gpu), gpt_case(gpu)}) {
+    CAPTURE(c.name);
+    c.net->train();
+    const snapshot before = state_of(c.net);
+    const remat::torch::profiled_chain p = remat::torch::profile(c.net, c.input, c.loss);
+    const remat::chain& ch = p.chain;
+    CHECK(ch.input_size % 512 == 0);
+    for (const remat::stage& st : ch.stages) CHECK(st.output_size % 512 == 0);
+    const remat::size_type store_all =
+        remat::solve(ch, remat::max_size, {.solver = remat::solver::store_all}).plan.peak_memory;
+    for (remat::solver s : {remat::solver::optimal, remat::solver::sequential}) {
+      const remat::size_type least = remat::solve(ch, 0, {.solver = s}).min_feasible_budget;
+      remat::torch::executor ex(c.net, {.solve = {.solver = s}});
+      ex.use_profile(p);
+      for (int i = 0; i <= 2; ++i) {
+        const remat::size_type budget = least + (store_all - least) * i / 2;
+        CAPTURE(remat::name(s));
+        CAPTURE(budget);
+        const snapshot ref = reference_step(c.net, c.input, c.loss, 7);
+        restore(c.net, before);
+        torch::manual_seed(7);  // the CPU's and every GPU's generator
+        const remat::torch::step_result r = ex.step(c.input, c.loss, budget);
+        REQUIRE(r.feasible);
+        const snapshot got = state_of(c.net);
+        for (std::size_t j = 0; j < got.grads.size(); ++j) CHECK(same(got.grads[j], ref.grads[j]));
+        for (std::size_t j = 0; j < got.buffers.size(); ++j)
+          CHECK(same(got.buffers[j], ref.buffers[j]));
+        CHECK(same(r.input_gradient, ref.input_grad));
+        CHECK(r.measured_peak <= budget);
+        CHECK(r.op_peaks == remat::torch::expected_op_peaks(p, r.plan.ops));
+        CHECK(r.as_predicted);
+        restore(c.net, before, false);
+      }
+    }
+  }
+  at::globalContext().setDeterministicAlgorithms(false, false);
+#else
+  MESSAGE("skipped: this libtorch has no CUDA");
+#endif
 }
 
 namespace {
@@ -189,6 +244,16 @@ TEST_CASE("bad input: an error that names the stage, and nothing changed") {
     for (std::size_t j = 0; j < got.grads.size(); ++j) CHECK(same(got.grads[j], ref.grads[j]));
     CHECK(same(r.input_gradient, ref.input_grad));
     CHECK(flexible.profile_at(remat::torch::tensor_shape::of(c.input)) != nullptr);
+  }
+  SUBCASE("an input on another device than the profile of its shape") {
+    const std::vector<remat::torch::stage> stages{
+        {[](const at::Tensor& t) { return t * 2; }, nullptr, {}, std::vector<at::Tensor>{}}};
+    remat::torch::executor ex(stages);
+    ex.profile(x, sum_loss());
+    CHECK_THROWS_WITH_AS(ex.step(x.to(at::kMeta), sum_loss(), remat::max_size),
+                         doctest::Contains("the input is on meta, the profile at its shape "
+                                           "[5, 8] Float was measured on cpu"),
+                         remat::torch::model_error);
   }
   SUBCASE("a budget below the least feasible: a result, nothing run") {
     model_case c = resnet_case();

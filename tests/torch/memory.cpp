@@ -1,10 +1,13 @@
 #include <remat/torch/memory.hpp>
+// Before doctest: libtorch's logging header defines a CHECK of its own, which must not replace
+// doctest's.
+#include <ATen/ATen.h>
 
 #include <doctest/doctest.h>
 
-#include <ATen/ATen.h>
-
+#include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -71,4 +74,35 @@ TEST_CASE("cpu_memory: exact under concurrent allocation and release") {
   // At most every thread's two tensors at once; at least one thread's.
   CHECK(m.peak() - before <= threads * 1024);
   CHECK(m.peak() - before >= 1024);
+}
+
+TEST_CASE("allocated_size: exact on the CPU, the caching allocator's 512-byte blocks on CUDA") {
+  using remat::torch::allocated_size;
+  const c10::Device cpu(c10::kCPU);
+  const c10::Device gpu(c10::kCUDA, 0);  // a device named, not used: no GPU needed
+  const std::size_t sizes[] = {0U, 1U, 511U, 512U, 513U, 4000U};
+  for (const std::size_t n : sizes) CHECK(allocated_size(cpu, n) == static_cast<remat::size_type>(n));
+  CHECK(allocated_size(gpu, 0) == 0);
+  CHECK(allocated_size(gpu, 1) == 512);
+  CHECK(allocated_size(gpu, 512) == 512);
+  CHECK(allocated_size(gpu, 513) == 1024);
+  CHECK(allocated_size(gpu, 4000) == 4096);
+  CHECK(allocated_size(gpu, std::size_t{3} << 20) == 3 << 20);
+}
+
+TEST_CASE("default_memory: the CPU's is cpu_memory(); a device remat cannot measure is named") {
+  CHECK(&remat::torch::default_memory(c10::Device(c10::kCPU)) == &remat::torch::cpu_memory());
+  CHECK_THROWS_WITH_AS(remat::torch::default_memory(c10::Device(c10::kMeta)),
+                       doctest::Contains("no memory meter for tensors on meta"),
+                       std::invalid_argument);
+#if defined(REMAT_TORCH_CUDA)
+  // One meter per device, made without touching the GPU (reading it needs one).
+  remat::torch::memory_meter& a = remat::torch::default_memory(c10::Device(c10::kCUDA, 0));
+  CHECK(&a == &remat::torch::default_memory(c10::Device(c10::kCUDA, 0)));
+  CHECK(&a != &remat::torch::default_memory(c10::Device(c10::kCUDA, 1)));
+  CHECK(dynamic_cast<remat::torch::cuda_memory*>(&a) != nullptr);
+#else
+  CHECK_THROWS_WITH_AS(remat::torch::default_memory(c10::Device(c10::kCUDA, 0)),
+                       doctest::Contains("this libtorch has no CUDA"), std::invalid_argument);
+#endif
 }

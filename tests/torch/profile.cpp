@@ -63,3 +63,40 @@ TEST_CASE("profile: stages from a range of callables, module holders keep their 
   for (const auto& l : layers)
     for (const auto& q : l->parameters()) CHECK(!q.grad().defined());
 }
+
+// remat measures the input's device: a stage that runs elsewhere would be measured as free.
+// The meta device stands in for a second device (no GPU needed).
+TEST_CASE("profile: a stage that moves its output to another device is refused by name") {
+  const std::vector<remat::torch::stage> stages{
+      {[](const at::Tensor& x) { return x * 2; }, nullptr, {}, std::vector<at::Tensor>{}},
+      {[](const at::Tensor& x) { return x.to(at::kMeta); }, nullptr, {}, std::vector<at::Tensor>{}}};
+  CHECK_THROWS_WITH_AS(
+      remat::torch::profile(stages, torch::randn({4, 3}),
+                            [](const at::Tensor& y) { return y.sum(); }),
+      doctest::Contains("stage 1: returns a tensor on meta for an input on cpu"),
+      remat::torch::model_error);
+}
+
+TEST_CASE("profile: a parameter on another device than the input is refused by name") {
+  // A zero-dimensional CPU tensor combines with tensors of any device, so libtorch runs this.
+  const at::Tensor w = torch::full({}, 1.5).requires_grad_(true);
+  const std::vector<remat::torch::stage> stages{
+      {[](const at::Tensor& x) { return x * 3; }, nullptr, {}, std::vector<at::Tensor>{}},
+      {[w](const at::Tensor& x) { return x * w; }, nullptr, {}, std::vector<at::Tensor>{}}};
+  const at::Tensor sample = torch::randn({4, 3}, at::TensorOptions().device(at::kMeta));
+  CHECK_THROWS_WITH_AS(remat::torch::profile(stages, sample,
+                                             [](const at::Tensor& y) { return y.sum(); }),
+                       doctest::Contains("stage 1: has a parameter of [] Float on cpu for an "
+                                         "input on meta"),
+                       remat::torch::model_error);
+}
+
+TEST_CASE("profile: a sample on a device no meter measures is refused, naming the device") {
+  const std::vector<remat::torch::stage> stages{
+      {[](const at::Tensor& x) { return x * 2; }, nullptr, {}, std::vector<at::Tensor>{}}};
+  const at::Tensor sample = torch::randn({4, 3}, at::TensorOptions().device(at::kMeta));
+  CHECK_THROWS_WITH_AS(remat::torch::profile(stages, sample,
+                                             [](const at::Tensor& y) { return y.sum(); }),
+                       doctest::Contains("no memory meter for tensors on meta"),
+                       std::invalid_argument);
+}

@@ -61,21 +61,27 @@ struct model_case {
   remat::torch::loss_function loss;
 };
 
-inline model_case resnet_case() {
+// `device`: where the model, its input and its loss's targets go (drawn on the CPU first, so
+// that every device gets the same numbers).
+inline model_case resnet_case(const torch::Device& device = torch::kCPU) {
   torch::manual_seed(1);
   model_case c{"resnet", models::resnet(4, 16, 10), torch::randn({4, 3, 16, 16}), {}};
-  const torch::Tensor labels = torch::randint(10, {4}, torch::kLong);
+  const torch::Tensor labels = torch::randint(10, {4}, torch::kLong).to(device);
+  c.net->to(device);
+  c.input = c.input.to(device);
   c.loss = [labels](const torch::Tensor& y) {
     return torch::nn::functional::cross_entropy(y, labels);
   };
   return c;
 }
 
-inline model_case gpt_case() {
+inline model_case gpt_case(const torch::Device& device = torch::kCPU) {
   torch::manual_seed(2);
   model_case c{
       "gpt", models::gpt(4, 32, 4, 64, 16, 0.1), torch::randint(64, {4, 16}, torch::kLong), {}};
-  const torch::Tensor targets = torch::randint(64, {4, 16}, torch::kLong);
+  const torch::Tensor targets = torch::randint(64, {4, 16}, torch::kLong).to(device);
+  c.net->to(device);
+  c.input = c.input.to(device);
   c.loss = [targets](const torch::Tensor& y) { return models::next_token_loss(y, targets); };
   return c;
 }

@@ -17,9 +17,10 @@
 //                       as usual, and the gradient of the detached input is g_k
 //
 // A stage run more than once in a step behaves as if it ran once: it draws the same dropout
-// masks (the CPU generator's state is saved before its first forward and put back for every
-// recomputation, then the generator continues where it was), and its buffers (batch norm's
-// running statistics) are updated once: a recomputation restores them afterwards.
+// masks (the generators' state, the CPU's and every GPU's, is saved before its first forward and
+// put back for every recomputation, then the generators continue where they were), and its
+// buffers (batch norm's running statistics) are updated once: a recomputation restores them
+// afterwards.
 //
 // The first step at an input shape profiles the model at that shape (see profile.hpp) and every
 // budget is solved once per shape; an input of a shape never seen is profiled again, or refused
@@ -85,7 +86,8 @@ struct executor_options {
   remat::solve_options solve = {};
   profile_options profiling = {};
   new_shape_policy on_new_shape = new_shape_policy::profile;
-  /// Where memory is measured; `cpu_memory()` when null.
+  /// Where memory is measured; `default_memory(input.device())` when null (`cpu_memory()` for
+  /// the CPU, `cuda_memory` for a GPU).
   memory_meter* memory = nullptr;
   /// Throw `budget_exceeded` as soon as an op's measured peak goes above the step's budget.
   bool enforce_budget = false;
@@ -231,6 +233,10 @@ class executor {
     }
     discover(input, loss);
     entry& e = shapes_[shape];
+    if (input.device() != e.profile.device)
+      throw model_error(model_error::no_stage,
+                        "the input is on " + input.device().str() + ", the profile at its shape " +
+                            to_string(shape) + " was measured on " + e.profile.device.str());
     auto it = e.plans.find(budget);
     if (it == e.plans.end())
       it = e.plans.emplace(budget, remat::solve(e.profile.chain, budget, options_.solve)).first;
@@ -334,7 +340,7 @@ class executor {
     std::vector<char> forwarded(L, 0);
     bool backward_started = false;
 
-    memory_meter& m = options_.memory ? *options_.memory : cpu_memory();
+    memory_meter& m = options_.memory ? *options_.memory : default_memory(input.device());
     // An offload of a_0 moves the input's storage: where that storage is more than the input
     // (a view of a batch) or is not counted by the CPU meter (allocated before it was
     // installed), the step runs on a copy of the input, allocated and counted here as a_0.

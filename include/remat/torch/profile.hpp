@@ -25,13 +25,16 @@
 //                                 non-negative; over-predicting one op's peak is safe)
 //   loss_time, loss_overhead      the same, for the loss's forward and backward together
 //
-// Sizes come from `cpu_memory()` (or the meter in the options): exact and identical from run to
-// run. Parameters, their gradients and the optimizer's state are outside the budget: every size
-// is relative to what is allocated when the measure starts, after the parameters' gradients
-// exist (profiling gives undefined gradients a zero tensor while it runs). The profile changes
-// nothing: first it records each stage once to find what the model owns (stage.hpp: every
-// parameter the stages' and the loss's graphs reach, the buffers they declare), and
-// when it ends it puts back their gradients, the buffers and the CPU generator's state.
+// Sizes come from the meter of the sample's device (`default_memory`: `cpu_memory()`, exact and
+// identical from run to run, or the CUDA caching allocator's statistics), or the meter in the
+// options; sizes the profile computes rather than measures (the input's, a gradient's) are in
+// that allocator's units (`allocated_size`: 512-byte blocks on CUDA). Parameters, their
+// gradients and the optimizer's state are outside the budget: every size is relative to what is
+// allocated when the measure starts, after the parameters' gradients exist (profiling gives
+// undefined gradients a zero tensor while it runs). The profile changes nothing: first it
+// records each stage once to find what the model owns (stage.hpp: every parameter the stages'
+// and the loss's graphs reach, the buffers they declare), and when it ends it puts back their
+// gradients, the buffers and the generators' state (CPU, and CUDA's where libtorch has it).
 #pragma once
 
 #include <remat/chain.hpp>
@@ -68,6 +71,7 @@ namespace remat::torch {
 struct profiled_chain {
   remat::chain chain;
   tensor_shape input;
+  c10::Device device = c10::kCPU;  ///< where it was measured: the sample's device
   std::vector<tensor_shape> outputs;  ///< a_{k+1} of every stage k
   /// Every stage's transient while it records (F_all): `remat::recording_overhead` of its stage
   /// (the chain's stage carries it where it differs from the no-grad forward's).
@@ -83,14 +87,16 @@ struct profiled_chain {
 struct profile_options {
   int warmup = 1;  ///< runs of each measure before timing
   int runs = 5;    ///< timed runs of each measure; the median is kept
-  /// Where sizes are measured; `cpu_memory()` when null.
+  /// Where sizes are measured; `default_memory(sample.device())` when null (`cpu_memory()` for
+  /// the CPU, `cuda_memory` for a GPU).
   memory_meter* memory = nullptr;
 };
 
 namespace detail {
 
+// What `t`'s data counts on its device's meter (allocated_size: CUDA rounds to 512 bytes).
 inline size_type bytes_of(const at::Tensor& t) {
-  return t.defined() ? static_cast<size_type>(t.nbytes()) : 0;
+  return t.defined() ? allocated_size(t.device(), t.nbytes()) : 0;
 }
 
 inline double median(std::vector<double> v) {
@@ -119,12 +125,13 @@ inline double elapsed_ms(std::chrono::steady_clock::time_point since) {
 inline profiled_chain profile_stages(const std::vector<stage>& list, const model_state& state,
                                      const at::Tensor& sample, const loss_function& loss,
                                      const profile_options& options) {
-  memory_meter& m = options.memory ? *options.memory : cpu_memory();
+  memory_meter& m = options.memory ? *options.memory : default_memory(sample.device());
   saved_state saved(state);
   const int total = options.warmup + options.runs;
 
   profiled_chain out;
   out.input = tensor_shape::of(sample);
+  out.device = sample.device();
   out.chain.input_size = bytes_of(sample);
   try {
     define_gradients(state.parameters);

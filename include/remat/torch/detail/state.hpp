@@ -1,6 +1,6 @@
 // The mutable state of a model cut into stages, found and put back: the parameters every stage
-// (and the loss) accumulates into, the buffers every stage declares, the CPU generator. See
-// stage.hpp for what is protected and why.
+// (and the loss) accumulates into, the buffers every stage declares, the generators (the CPU's,
+// every GPU's). See stage.hpp for what is protected and why.
 #pragma once
 
 #include <remat/concepts.hpp>
@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -48,8 +49,13 @@ inline at::Tensor recording_input(const at::Tensor& a) {
   return x;
 }
 
+// remat measures one device (the input's): a stage runs where its input is.
 inline void check_output(std::size_t k, const at::Tensor& x, const at::Tensor& y) {
   if (!y.defined()) throw model_error(k, "returns an undefined tensor");
+  if (y.device() != x.device())
+    throw model_error(k, "returns a tensor on " + y.device().str() + " for an input on " +
+                             x.device().str() + "; remat measures one device, so every stage "
+                             "and the loss must run where the model's input is");
   if (y.is_alias_of(x))
     throw model_error(k,
                       "returns its input or a view of it; remat counts each stage's output as "
@@ -62,6 +68,16 @@ inline void check_differentiable(std::size_t k, const at::Tensor& y) {
                              ") does not require grad when recorded: the stage is not "
                              "differentiable (integer output, detach, or no parameters and an "
                              "input that does not require grad)");
+}
+
+// A parameter the stage's (or the loss's) graph reaches must be on the input's device.
+inline void check_parameter_device(std::size_t k, const at::Tensor& p, const at::Tensor& x) {
+  if (p.device() != x.device())
+    throw model_error(k, std::string(k == model_error::no_stage ? "the loss " : "") +
+                             "has a parameter of " + to_string(tensor_shape::of(p)) + " on " +
+                             p.device().str() + " for an input on " + x.device().str() +
+                             "; remat measures one device, so every parameter must be where "
+                             "the model's input is");
 }
 
 inline void check_loss(const at::Tensor& l) {
@@ -100,13 +116,19 @@ inline model_state discover(const std::vector<stage>& stages, const at::Tensor& 
       check_buffers_declared(k, stages[k], graph);
       out.buffers.push_back(buffers_of(stages[k]));
       for (const at::Tensor& p : declared_parameters(stages[k])) add_unique(out.parameters, p);
-      for (const at::Tensor& p : graph.leaves) add_unique(out.parameters, p);
+      for (const at::Tensor& p : graph.leaves) {
+        check_parameter_device(k, p, x);
+        add_unique(out.parameters, p);
+      }
       a = y.detach();  // the graph goes with y
     }
     const at::Tensor leaf = a.detach().requires_grad_(a.is_floating_point());
     const at::Tensor l = in_stage(model_error::no_stage, "loss", [&] { return loss(leaf); });
     check_loss(l);
-    for (const at::Tensor& p : walk_graph(l, leaf).leaves) add_unique(out.parameters, p);
+    for (const at::Tensor& p : walk_graph(l, leaf).leaves) {
+      check_parameter_device(model_error::no_stage, p, leaf);
+      add_unique(out.parameters, p);
+    }
   } catch (...) {
     put_back();
     throw;
