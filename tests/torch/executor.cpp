@@ -454,11 +454,16 @@ TEST_CASE("offloading: bad input is named") {
 
 namespace {
 
+// Whether op `op` waits for op `on` to end (`released`: for offload `on` to release its copy).
 bool waits_for(const remat::torch::detail::transfer_plan& p, std::size_t op, std::size_t on,
-               bool freed) {
-  return std::any_of(p.waits[op].begin(), p.waits[op].end(), [&](const auto& w) {
-    return w.op == on && w.freed == freed;
-  });
+               bool released) {
+  using until = remat::detail::stream_wait::until;
+  const auto& g = p.program;
+  return std::any_of(g.waits.begin() + static_cast<std::ptrdiff_t>(g.waits_begin[op]),
+                     g.waits.begin() + static_cast<std::ptrdiff_t>(g.waits_begin[op + 1]),
+                     [&](const auto& w) {
+                       return w.op == on && (w.what == until::released) == released;
+                     });
 }
 
 }  // namespace
@@ -481,8 +486,8 @@ TEST_CASE("offloading: each allocation waits for the frees the model puts before
   SUBCASE("a_0's copy ends with F_all(0): everything after waits for its free") {
     c.transfer = {5.0 / 4, 5.0 / 4};
     const auto p = remat::torch::detail::make_transfer_plan(c, ops);
-    CHECK(p.waits[1].empty());  // the input is ready from the start
-    CHECK(p.free_after[1] == 0);  // F_all(0) reads a_0: the free waits for it too
+    CHECK(p.program.waits_begin[1] == p.program.waits_begin[2]);  // a_0 is ready from the start
+    CHECK(p.program.release_after[1] == 0);  // F_all(0) reads a_0: the release waits for it too
     for (const std::size_t i : {2UL, 3UL, 4UL, 6UL}) CHECK(waits_for(p, i, 1, true));
     CHECK(waits_for(p, 5, 1, true));   // the host copy, and its memory
     CHECK(waits_for(p, 5, 3, false));  // the loss frees its transient before P allocates

@@ -45,28 +45,25 @@
 // Each op that allocates (a compute op, a prefetch) also waits for every op whose frees the
 // model (remat::simulate at the predicted times) puts before its allocation, so whatever the
 // copies and kernels take, the memory in use never exceeds the schedule's peak (docs/libtorch.md,
-// "Offloading", for the proof; detail/transfers.hpp for the machinery).
+// "Offloading", for the proof; detail/step_run.hpp and detail/transfer_plan.hpp for the
+// machinery).
 #pragma once
 
 #include <remat/schedule.hpp>
 #include <remat/solve.hpp>
 #include <remat/torch/detail/state.hpp>
-#include <remat/torch/detail/transfers.hpp>
+#include <remat/torch/detail/step_run.hpp>
+#include <remat/torch/detail/transfer_plan.hpp>
 #include <remat/torch/memory.hpp>
 #include <remat/torch/profile.hpp>
 #include <remat/torch/stage.hpp>
+#include <remat/torch/step.hpp>
 
 #include <ATen/ATen.h>
-#include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstddef>
-#include <cstdint>
-#include <functional>
 #include <map>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -74,85 +71,6 @@
 #include <vector>
 
 namespace remat::torch {
-
-/// What a step does with an input of a shape it has not profiled.
-enum class new_shape_policy : std::uint8_t {
-  profile,  ///< profile the model at that shape (its own chain and schedules)
-  error,    ///< throw `model_error`: the caller profiles explicitly (`executor::profile`)
-};
-
-struct executor_options {
-  /// The solver and its options; `slots` and the solver matter, the budget is per step.
-  remat::solve_options solve = {};
-  profile_options profiling = {};
-  new_shape_policy on_new_shape = new_shape_policy::profile;
-  /// Where memory is measured; `default_memory(input.device())` when null (`cpu_memory()` for
-  /// the CPU, `cuda_memory` for a GPU).
-  memory_meter* memory = nullptr;
-  /// Throw `budget_exceeded` as soon as an op's measured peak goes above the step's budget.
-  bool enforce_budget = false;
-  /// The link to host memory the solver may use, in bytes per millisecond each way (the
-  /// profile's units): it becomes the `transfer` of every profile this executor uses, so that
-  /// `solver::offload` and the offloading baselines can move activations and tapes to host
-  /// memory. Zero (the default): no link, no transfers.
-  remat::transfer_rates transfer = {};
-  /// Called on a copy thread before each offload or prefetch, with the op's index: for tracing,
-  /// and for tests that delay copies (a late copy costs time, never memory).
-  std::function<void(std::size_t)> before_copy = {};
-};
-
-/// An op of a step that allocated more than the budget (`executor_options::enforce_budget`).
-/// The step stops there; gradients, buffers and the generator are as they were when it started
-/// if the op came before the backward began (as a `model_error` leaves them), otherwise the
-/// gradients hold what the backward had accumulated.
-class budget_exceeded : public std::runtime_error {
- public:
-  budget_exceeded(std::size_t op_index, const std::string& op, size_type measured,
-                  size_type predicted, size_type budget)
-      : std::runtime_error("op " + std::to_string(op_index) + " (" + op + ") allocated " +
-                           std::to_string(measured) + " bytes, above the budget of " +
-                           std::to_string(budget) + " (predicted " + std::to_string(predicted) +
-                           ")"),
-        op_index_(op_index),
-        measured_(measured) {}
-  [[nodiscard]] std::size_t op_index() const noexcept { return op_index_; }
-  [[nodiscard]] size_type measured() const noexcept { return measured_; }
-
- private:
-  std::size_t op_index_;
-  size_type measured_;
-};
-
-/// What one training step did. Memory is relative to what was allocated before the step (the
-/// parameters, their gradients, the optimizer's state), plus the input a_0, as the model counts.
-struct step_result {
-  bool feasible = false;  ///< false: no schedule fits the budget; nothing ran, nothing changed
-  size_type budget = 0;
-  size_type min_feasible_budget = 0;  ///< the least budget the solver finds a schedule for
-  remat::schedule plan;               ///< the ops run, with the model's makespan and peak
-  /// What the profile predicts each op allocates (`expected_op_peaks`) and their largest
-  /// (`expected_peak`): what `op_peaks` and `measured_peak` should be. `expected_peak` is the
-  /// model's `plan.peak_memory`, or below it by a backward's slack (profiled_chain).
-  std::vector<size_type> expected_op_peaks;
-  size_type expected_peak = 0;
-  double loss = 0;                  ///< the loss's value
-  size_type measured_peak = 0;      ///< the most allocated while the step ran, in bytes
-  /// The most allocated while each compute op (and wait) ran, by every thread; for an offload,
-  /// what was allocated when it started, and for a prefetch, right after its allocation.
-  std::vector<size_type> op_peaks;
-  /// Per op: 1 where what it measures can be compared with the prediction: every op of a
-  /// schedule without transfers; with transfers, a compute op (or wait) before which the
-  /// prefetches allocated and the offloads freed exactly what the model has allocated and freed
-  /// at its predicted start, and none of them while it ran (the timing was as predicted).
-  std::vector<char> in_predicted_order;
-  bool within_budget = false;  ///< `measured_peak <= budget`
-  /// `op_peaks[i] == expected_op_peaks[i]` for every op `in_predicted_order` (without
-  /// transfers: all of them, so the peaks are equal too).
-  bool as_predicted = false;
-  double measured_ms = 0;  ///< wall time of the step, milliseconds
-  std::vector<double> op_start_ms, op_end_ms;  ///< when each op started and ended, ms
-  at::Tensor input_gradient;  ///< g_0 (undefined for an input that cannot have one)
-};
 
 class executor {
  public:
@@ -251,11 +169,12 @@ class executor {
     r.expected_peak = detail::peak_of(e.profile, r.expected_op_peaks);
     const bool moves = std::any_of(r.plan.ops.begin(), r.plan.ops.end(),
                                    [](const op& o) { return is_transfer(o.kind); });
+    const detail::step_context cx{stages_, state_, step_start_, recompute_, options_};
     if (moves) {
       const detail::transfer_plan plan = detail::make_transfer_plan(e.profile.chain, r.plan.ops);
-      run(e.profile, input, loss, r, &plan);
+      detail::step_run(cx, e.profile, r, &plan).run(input, loss);
     } else {
-      run(e.profile, input, loss, r, nullptr);
+      detail::step_run(cx, e.profile, r, nullptr).run(input, loss);
     }
     r.within_budget = r.measured_peak <= budget;
     r.as_predicted = true;
@@ -296,352 +215,6 @@ class executor {
       recompute_.push_back(detail::copies_of(bs));
     }
     discovered_ = true;
-  }
-
-  // Gives `leaves` (the loss's graph's) that are not known parameters and have no gradient a
-  // zero one, in the middle of an op: what is allocated is kept out of the op's measure.
-  void define_new_gradients(const std::vector<at::Tensor>& leaves, memory_meter& m,
-                            size_type& base, size_type& op_peak,
-                            std::vector<at::Tensor>& defined_here) {
-    for (const at::Tensor& p : leaves) {
-      if (p.grad().defined()) continue;
-      op_peak = std::max(op_peak, m.peak() - base);
-      const size_type before = m.current();
-      const_cast<at::Tensor&>(p).mutable_grad() = at::zeros_like(p);
-      base += m.current() - before;
-      m.reset_peak();
-      defined_here.push_back(p);
-      detail::add_unique(state_.parameters, p);
-    }
-  }
-
-  // A materialization of a_k or t_k: what a slot of the step holds.
-  struct held_tensor {
-    at::Tensor value;  // a_k, or the output stage k-1 recorded (t_k's graph comes with it)
-    at::Tensor input;  // t_k: the detached input stage k-1 was recorded on
-    std::vector<c10::Storage> storages;  // what an offload moves (t_k: collected when recorded)
-    std::vector<c10::DataPtr> host;      // an offload's host copies, until they replace the device's
-  };
-  using slot = std::shared_ptr<held_tensor>;
-
-  // Runs `r.plan` (with `transfers`, the plan of a schedule that moves tensors; null otherwise).
-  void run(const profiled_chain& p, const at::Tensor& input, const loss_function& loss,
-           step_result& r, const detail::transfer_plan* transfers) {
-    const std::size_t L = stages_.size();
-    const std::vector<op>& ops = r.plan.ops;
-    const std::size_t n = ops.size();
-    std::vector<at::Tensor> defined_here;  // gradients this step gave a zero tensor
-    for (const at::Tensor& q : state_.parameters)
-      if (!q.grad().defined()) defined_here.push_back(q);
-    detail::define_gradients(state_.parameters);
-    for (std::size_t k = 0; k < L; ++k) detail::copy_all(state_.buffers[k], step_start_[k]);
-    const detail::rng_state rng_at_start = detail::save_rng();
-    std::vector<detail::rng_state> stage_rng(L);
-    std::vector<char> forwarded(L, 0);
-    bool backward_started = false;
-
-    memory_meter& m = options_.memory ? *options_.memory : default_memory(input.device());
-    // An offload of a_0 moves the input's storage: where that storage is more than the input
-    // (a view of a batch) or is not counted by the CPU meter (allocated before it was
-    // installed), the step runs on a copy of the input, allocated and counted here as a_0.
-    bool copy_input = false;
-    if (transfers != nullptr && transfers->offloads_input) {
-      const c10::Storage& s = input.storage();
-      copy_input = static_cast<size_type>(s.nbytes()) != detail::bytes_of(input) ||
-                   (&m == &cpu_memory() &&
-                    detail::tracking_cpu_allocator::serial_of(s.data_ptr()) == 0);
-    }
-    size_type base = m.current() - (copy_input ? 0 : detail::bytes_of(input));
-    m.reset_peak();
-    at::Tensor a0 = input;
-    if (copy_input) {
-      const at::NoGradGuard no_grad;
-      a0 = input.clone(at::MemoryFormat::Contiguous);
-    }
-    std::atomic<size_type> copies_base{base};  // `base` for the copy threads
-    size_type peak = 0, op_peak = 0;
-    r.op_peaks.assign(n, 0);
-    r.op_start_ms.assign(n, 0);
-    r.op_end_ms.assign(n, 0);
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      // Device slots (held: non-null), host slots (a host copy), gradients.
-      std::vector<slot> a(L + 1), t(L + 1), a_host(L + 1), t_host(L + 1);
-      std::vector<at::Tensor> g(L + 1);
-      std::vector<slot> tasks(n);  // what each transfer moves, while it runs
-      a[0] = std::make_shared<held_tensor>();
-      a[0]->value = a0;
-      struct {
-        slot in, out, tape, dropped;
-      } cur;  // the compute op under way
-      auto forward = [&](std::size_t k, const char* op, const at::Tensor& x) {
-        at::Tensor y;
-        if (!forwarded[k]) {
-          stage_rng[k] = detail::save_rng();
-          y = detail::in_stage(k, op, [&] { return stages_[k].forward(x); });
-          forwarded[k] = 1;
-        } else {  // a recomputation: same draws, buffers untouched
-          const detail::rng_state now = detail::save_rng();
-          detail::restore_rng(stage_rng[k]);
-          detail::copy_all(state_.buffers[k], recompute_[k]);
-          auto put_back = [&] {
-            detail::copy_all(recompute_[k], state_.buffers[k]);
-            detail::restore_rng(now);
-          };
-          try {
-            y = detail::in_stage(k, op, [&] { return stages_[k].forward(x); });
-          } catch (...) {
-            put_back();
-            throw;
-          }
-          put_back();
-        }
-        detail::check_output(k, x, y);
-        if (tensor_shape::of(y) != p.outputs[k])
-          throw model_error(k, "its output is " + to_string(tensor_shape::of(y)) +
-                                   ", profiled as " + to_string(p.outputs[k]) +
-                                   "; a stage must give the same shape for the same input");
-        return y;
-      };
-      auto input_slot = [&](std::size_t k) -> const slot& { return a[k] ? a[k] : t[k]; };
-      // A compute op's slots, taken when it starts (before the transfers issued after it).
-      auto prepare = [&](std::size_t i) {
-        const op& o = ops[i];
-        const auto k = static_cast<std::size_t>(o.stage);
-        cur = {};
-        switch (o.kind) {
-          case op_kind::forward_checkpoint:
-          case op_kind::forward_none:
-            cur.in = input_slot(k);
-            if (o.kind == op_kind::forward_none && a[k]) cur.dropped = std::move(a[k]);
-            cur.out = a[k + 1] = std::make_shared<held_tensor>();
-            break;
-          case op_kind::forward_all:
-            cur.in = input_slot(k);
-            cur.out = t[k + 1] = std::make_shared<held_tensor>();
-            break;
-          case op_kind::loss:
-            cur.in = input_slot(L);
-            if (a[L]) cur.dropped = std::move(a[L]);
-            break;
-          case op_kind::backward:
-            cur.tape = std::move(t[k + 1]);
-            if (a[k]) cur.dropped = std::move(a[k]);
-            break;
-          default: break;  // a wait
-        }
-      };
-      auto execute = [&](std::size_t i) {
-        const op& o = ops[i];
-        const auto k = static_cast<std::size_t>(o.stage);
-        switch (o.kind) {
-          case op_kind::forward_checkpoint:
-          case op_kind::forward_none: {
-            at::Tensor y;
-            {
-              const at::NoGradGuard no_grad;
-              y = forward(k, o.kind == op_kind::forward_none ? "F_none" : "F_ck", cur.in->value);
-            }
-            cur.out->value = std::move(y);
-            break;
-          }
-          case op_kind::forward_all: {
-            at::Tensor x = detail::recording_input(cur.in->value);
-            at::Tensor y;
-            if (transfers != nullptr && transfers->records_moved_tape[i]) {
-              // Its tape moves later: what autograd saves (and the output) that this op
-              // allocated is what the offload moves, and must be the whole tape.
-              std::vector<at::Tensor> saved;
-              const std::uint64_t since = detail::cpu_tracker().last_serial();
-              {
-                const detail::collect_saved collect(saved);
-                y = forward(k, "F_all", x);
-              }
-              saved.push_back(y);
-              cur.out->storages = detail::storages_since(since, saved);
-              const size_type found = detail::bytes_of(cur.out->storages);
-              const size_type tape = p.chain.stages[k].tape_size;
-              if (found != tape)
-                throw model_error(k, "F_all",
-                                  "the tape t_" + std::to_string(k + 1) + " is " +
-                                      std::to_string(tape) + " bytes, but its output and what "
-                                      "autograd saved that this stage allocated are " +
-                                      std::to_string(found) + "; it cannot be offloaded whole");
-            } else {
-              y = forward(k, "F_all", x);
-            }
-            detail::check_differentiable(k, y);
-            cur.out->value = std::move(y);
-            cur.out->input = std::move(x);
-            break;
-          }
-          case op_kind::loss: {
-            at::Tensor leaf = cur.in->value.detach().requires_grad_(true);
-            at::Tensor l =
-                detail::in_stage(model_error::no_stage, "loss", [&] { return loss(leaf); });
-            detail::check_loss(l);
-            define_new_gradients(detail::walk_graph(l, leaf).leaves, m, base, op_peak,
-                                 defined_here);
-            copies_base.store(base);
-            backward_started = true;
-            detail::in_stage(model_error::no_stage, "loss", [&] { l.backward(); });
-            r.loss = l.item<double>();
-            g[L] = leaf.grad();
-            break;
-          }
-          case op_kind::backward: {
-            backward_started = true;
-            cur.tape->storages.clear();  // autograd frees saved tensors as the backward goes
-            detail::in_stage(k, "B", [&] {
-              ::torch::autograd::backward({cur.tape->value}, {g[k + 1]});
-            });
-            g[k] = cur.tape->input.requires_grad() ? cur.tape->input.grad() : at::Tensor();
-            cur.tape.reset();
-            g[k + 1] = at::Tensor();
-            break;
-          }
-          default: break;  // a wait
-        }
-        cur = {};
-      };
-      auto begin_measure = [&](std::size_t i) {
-        peak = std::max(peak, m.peak() - base);  // while no compute op ran (copies only)
-        m.reset_peak();
-        op_peak = 0;
-        r.op_start_ms[i] = detail::elapsed_ms(t0);
-      };
-      auto end_measure = [&](std::size_t i) {
-        r.op_end_ms[i] = detail::elapsed_ms(t0);
-        op_peak = std::max(op_peak, m.peak() - base);
-        r.op_peaks[i] = op_peak;
-        peak = std::max(peak, op_peak);
-        if (options_.enforce_budget && op_peak > r.budget)
-          throw budget_exceeded(i, to_string(ops[i]), op_peak, r.expected_op_peaks[i], r.budget);
-      };
-
-      if (transfers == nullptr) {
-        for (std::size_t i = 0; i < n; ++i) {
-          begin_measure(i);
-          prepare(i);
-          execute(i);
-          end_measure(i);
-        }
-        r.in_predicted_order.assign(n, 1);
-      } else {
-        if (std::find(transfers->records_moved_tape.begin(), transfers->records_moved_tape.end(),
-                      1) != transfers->records_moved_tape.end())
-          detail::install_recording_engine();
-        detail::transfer_runner runner(*transfers);
-        auto issue = [&](std::size_t i) {
-          const op& o = ops[i];
-          const auto k = static_cast<std::size_t>(o.stage);
-          const bool is_tape = o.tensor == tensor_kind::tape;
-          slot& device = is_tape ? t[k] : a[k];
-          slot& host = is_tape ? t_host[k] : a_host[k];
-          if (o.kind == op_kind::offload) {
-            tasks[i] = device;
-            host = std::move(device);
-          } else if (o.kind == op_kind::prefetch) {
-            tasks[i] = host;
-            device = std::move(host);
-          }
-        };
-        auto copy = [&](std::size_t i) {
-          const op& o = ops[i];
-          if (options_.before_copy) options_.before_copy(i);
-          held_tensor& e = *tasks[i];
-          if (o.kind == op_kind::offload) {
-            if (o.tensor == tensor_kind::activation) e.storages = {e.value.storage()};
-            for (const c10::Storage& s : e.storages)
-              if (s.device_type() != c10::DeviceType::CPU)
-                throw std::invalid_argument(
-                    "remat::torch::executor: op " + std::to_string(i) + " (" + to_string(o) +
-                    ") moves a tensor on " + c10::DeviceTypeName(s.device_type()) +
-                    "; offloading runs on CPU tensors only (the CUDA path is future work)");
-            if (detail::bytes_of(e.storages) != transfers->moved_bytes[i])
-              throw model_error(
-                  static_cast<std::size_t>(o.stage), to_string(o),
-                  "its storage is " + std::to_string(detail::bytes_of(e.storages)) +
-                      " bytes, the model's tensor " + std::to_string(transfers->moved_bytes[i]) +
-                      " (a view of a larger tensor?); offloading moves whole storages");
-            r.op_peaks[i] = m.current() - copies_base.load();
-            e.host = detail::copy_to_host(e.storages);
-          } else {
-            if (detail::bytes_of(e.storages) != transfers->moved_bytes[i])
-              throw std::logic_error("remat::torch::executor: op " + std::to_string(i) + " (" +
-                                     to_string(o) + ") found " +
-                                     std::to_string(detail::bytes_of(e.storages)) +
-                                     " bytes to bring back, the model " +
-                                     std::to_string(transfers->moved_bytes[i]));
-            std::vector<c10::DataPtr> blocks = detail::allocate_device(e.storages);
-            runner.event(i);
-            r.op_peaks[i] = m.current() - copies_base.load();
-            detail::install_device_copies(e.storages, blocks);
-            if (o.tensor == tensor_kind::activation) e.storages.clear();
-            tasks[i].reset();
-          }
-        };
-        auto free = [&](std::size_t i) {
-          held_tensor& e = *tasks[i];
-          detail::install_host_copies(e.storages, e.host);
-          tasks[i].reset();
-        };
-        runner.run(
-            [&](std::size_t i) {
-              begin_measure(i);
-              prepare(i);
-            },
-            issue,
-            [&](std::size_t i) {
-              execute(i);
-              end_measure(i);
-            },
-            copy, free);
-        peak = std::max(peak, m.peak() - base);  // the copies after the last compute op
-        r.in_predicted_order = predicted_order(*transfers, runner, ops);
-        for (std::size_t i = 0; i < n; ++i)
-          if (is_transfer(ops[i].kind) && ops[i].kind != op_kind::wait) {
-            r.op_start_ms[i] = runner.start_ms(i);
-            r.op_end_ms[i] = runner.end_ms(i);
-          }
-      }
-      r.input_gradient = g[0];
-    } catch (...) {
-      if (!backward_started) {
-        for (std::size_t k = 0; k < L; ++k) detail::copy_all(step_start_[k], state_.buffers[k]);
-        detail::restore_rng(rng_at_start);
-        for (const at::Tensor& q : defined_here) const_cast<at::Tensor&>(q).mutable_grad().reset();
-      }
-      throw;
-    }
-    r.measured_ms = detail::elapsed_ms(t0);
-    r.measured_peak = peak;
-  }
-
-  // Per op: whether the transfers' memory events (a prefetch's allocation, an offload's free)
-  // before it and while it ran were the model's at the predicted times; for compute-stream ops.
-  static std::vector<char> predicted_order(const detail::transfer_plan& plan,
-                                           const detail::transfer_runner& runner,
-                                           const std::vector<op>& ops) {
-    const std::size_t n = ops.size();
-    std::vector<char> out(n, 0);
-    for (std::size_t j = 0; j < n; ++j) {
-      if (plan.streams[j] != detail::op_stream::compute) continue;
-      bool same = true;
-      for (std::size_t e = 0; e < n && same; ++e) {
-        if (!plan.has_event[e]) continue;
-        const detail::event_key& key =
-            ops[e].kind == op_kind::prefetch ? plan.allocation[e] : plan.release[e];
-        const std::uint64_t seq = runner.event_seq(e);
-        const bool model_before = key < plan.allocation[j];
-        const bool model_during = !model_before && key.time < plan.end[j];
-        const bool real_before = seq != 0 && seq < runner.start_seq(j);
-        const bool real_during = seq > runner.start_seq(j) && seq < runner.end_seq(j);
-        same = model_before == real_before && !model_during && !real_during;
-      }
-      out[j] = same ? 1 : 0;
-    }
-    return out;
   }
 
   std::vector<stage> stages_;

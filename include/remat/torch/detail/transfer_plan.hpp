@@ -1,0 +1,153 @@
+// The libtorch executor's plan of a schedule with transfers (docs/offload.md): the three-stream
+// runner's program (every op's stream and waits), what each transfer moves, and the model's
+// memory events at the predicted times, all read from the one walk over the schedule and its
+// timeline (remat/simulate.hpp), so that the waits follow the simulator's order exactly.
+//
+// The rule (docs/libtorch.md, "Offloading", for the proof): an op that allocates (a compute op or
+// a prefetch) waits for every op whose frees come, in the model's order at the predicted times,
+// before its allocation; for an offload's free, that is the release of its device copy, once the
+// offload and the compute ops before it that read the copy have ended.
+#pragma once
+
+#include <remat/chain.hpp>
+#include <remat/detail/planning/streams.hpp>
+#include <remat/detail/walk.hpp>
+#include <remat/op_table.hpp>
+#include <remat/schedule.hpp>
+#include <remat/simulate.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace remat::torch::detail {
+
+using remat::detail::event_key;
+using remat::detail::stream_program;
+using remat::detail::stream_wait;
+using remat::detail::walked_op;
+
+struct transfer_plan {
+  static constexpr std::size_t none = stream_program::none;
+  stream_program program;                // what the runner runs: streams, waits, releases
+  std::vector<walked_op> walked;         // per op: the values it reads, makes and frees
+  std::size_t values = 0;                // how many values the walk numbered
+  std::vector<size_type> moved_bytes;    // per O and P: the model's size of the tensor
+  std::vector<char> records_moved_tape;  // per F_all: its tape is offloaded later
+  bool offloads_input = false;           // an O moves a_0
+  // The model's times and memory events: when each op allocates, when a compute op frees (its
+  // end), when an offload's device copy is released.
+  std::vector<double> start, end;
+  std::vector<event_key> allocation, release;  // per op
+  std::vector<char> has_event;                 // per O and P: allocates or frees bytes
+};
+
+// The plan of `ops` on `c` (which has a link if `ops` has transfers); `std::invalid_argument`
+// for an invalid schedule.
+inline transfer_plan make_transfer_plan(const chain& c, std::span<const op> ops) {
+  using until = stream_wait::until;
+  constexpr std::size_t none = transfer_plan::none;
+  constexpr std::size_t before_all = remat::detail::value::before_all;
+  const std::size_t n = ops.size();
+  transfer_plan p;
+  p.moved_bytes.assign(n, 0);
+  p.records_moved_tape.assign(n, 0);
+  p.has_event.assign(n, 0);
+  p.program.release_after.assign(n, none);
+  std::vector<std::vector<stream_wait>> waits(n);
+  std::vector<std::size_t> last_reader;  // per value: the last compute op reading it
+  remat::detail::timeline t(c, n);
+  const remat::detail::walk_failure f = remat::detail::walk(
+      c, ops, [&](const walked_op& w, const std::vector<remat::detail::value>& values) {
+        const std::size_t i = w.index;
+        const auto [s, e] = t.add(w, values);
+        last_reader.resize(values.size(), none);
+        p.walked.push_back(w);
+        p.values = values.size();
+        p.program.streams.push_back(w.rule->stream);
+        p.start.push_back(s);
+        p.end.push_back(e);
+        p.allocation.push_back(event_key::allocation(s, i));
+        p.release.push_back(event_key::release(e, s, i, !(s < e)));
+        auto made_by = [&](remat::detail::value_id v) { return values[v].made_by; };
+        switch (w.o.kind) {
+          case op_kind::offload: {
+            const remat::detail::value_id device = w.read(operand::device_copy);
+            const std::size_t producer = made_by(device);
+            if (producer != before_all) {
+              waits[i].push_back({producer, until::data});
+              if (values[device].kind == 't' && ops[producer].kind == op_kind::forward_all)
+                p.records_moved_tape[producer] = 1;
+            }
+            p.offloads_input = p.offloads_input || device == 0;
+            p.program.release_after[i] = last_reader[device];
+            p.moved_bytes[i] = w.input_bytes;
+            p.has_event[i] = w.input_bytes > 0;
+            const remat::detail::value_timing& d = t.timing(device);
+            p.release[i] = event_key::release(std::max(e, d.last_read), d.allocated_at, i, false);
+            break;
+          }
+          case op_kind::prefetch:
+          case op_kind::wait:
+            waits[i].push_back({made_by(w.read(operand::host_copy)), until::released});
+            if (w.o.kind == op_kind::prefetch) {
+              p.moved_bytes[i] = w.input_bytes;
+              p.has_event[i] = w.input_bytes > 0;
+            }
+            break;
+          default:  // a compute op: what a prefetch brought back, it reads once there
+            for (const remat::detail::value_id v : w.reads) {
+              if (v == remat::detail::no_value) continue;
+              const std::size_t producer = made_by(v);
+              if (producer != before_all && ops[producer].kind == op_kind::prefetch)
+                waits[i].push_back({producer, until::data});
+              last_reader[v] = i;
+            }
+            if (w.made != remat::detail::no_value) last_reader[w.made] = i;
+        }
+      });
+  if (f.error != replay_error::none) {
+    replay_result bad;
+    bad.error = f.error;
+    bad.first_invalid = f.at;
+    bad.tensor = f.tensor;
+    throw std::invalid_argument("remat::torch::executor: the schedule is invalid: " +
+                                describe(bad, ops));
+  }
+
+  // Memory waits: every allocating op waits for the frees the model puts before its allocation.
+  for (std::size_t j = 0; j < n; ++j) {
+    const op_kind kind = ops[j].kind;
+    if (kind == op_kind::offload || kind == op_kind::wait) continue;  // they allocate nothing
+    std::size_t last_compute = none;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i == j || !(p.release[i] < p.allocation[j])) continue;
+      if (ops[i].kind == op_kind::offload) {
+        if (!p.has_event[i]) continue;
+        if (i > j)
+          throw std::logic_error("remat::torch::executor: op " + std::to_string(j) +
+                                 " would wait for the free of op " + std::to_string(i));
+        waits[j].push_back({i, until::released});
+      } else if (!is_transfer(ops[i].kind)) {
+        if (i > j)
+          throw std::logic_error("remat::torch::executor: op " + std::to_string(j) +
+                                 " would wait for the end of op " + std::to_string(i));
+        last_compute = last_compute == none ? i : std::max(last_compute, i);
+      }
+    }
+    // Compute ops run one at a time in order: a compute op has waited for those before it.
+    if (kind == op_kind::prefetch && last_compute != none)
+      waits[j].push_back({last_compute, until::memory});
+  }
+  p.program.waits_begin.assign(n + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    p.program.waits_begin[i + 1] = p.program.waits_begin[i] + waits[i].size();
+    p.program.waits.insert(p.program.waits.end(), waits[i].begin(), waits[i].end());
+  }
+  return p;
+}
+
+}  // namespace remat::torch::detail
