@@ -51,7 +51,34 @@ struct program {
   buffer_id input_gradient = no_buffer;  // g_0
 };
 
-inline program make_program(const memory_plan& m) {
+// The buffers each step creates and drops, as ranges of two flat lists.
+inline void index_lifetimes(const memory_plan& m, program& p) {
+  const std::size_t n = m.steps.size();
+  std::vector<std::size_t> n_created(n + 1, 0), n_dropped(n + 1, 0);
+  for (std::size_t id = 1; id < m.buffers.size(); ++id) ++n_created[m.buffers[id].first_op];
+  for (const buffer& b : m.buffers)
+    if (b.last_op + 1 < n) ++n_dropped[b.last_op];
+  auto prefix = [n](const std::vector<std::size_t>& counts) {
+    std::vector<std::size_t> begin(n + 1, 0);
+    for (std::size_t i = 0; i < n; ++i) begin[i + 1] = begin[i] + counts[i];
+    return begin;
+  };
+  p.created_begin = prefix(n_created);
+  p.dropped_begin = prefix(n_dropped);
+  p.created.resize(p.created_begin[n]);
+  p.dropped.resize(p.dropped_begin[n]);
+  std::vector<std::size_t> created_at(p.created_begin.begin(), p.created_begin.end() - 1);
+  std::vector<std::size_t> dropped_at(p.dropped_begin.begin(), p.dropped_begin.end() - 1);
+  for (std::size_t id = 0; id < m.buffers.size(); ++id) {
+    const buffer& b = m.buffers[id];
+    if (id > 0) p.created[created_at[b.first_op]++] = static_cast<buffer_id>(id);
+    if (b.last_op + 1 < n) p.dropped[dropped_at[b.last_op]++] = static_cast<buffer_id>(id);
+  }
+}
+
+// Refuses a plan an executor cannot run: unsound, not of a complete schedule, or running the
+// loss or a backward twice (parameter gradients would be accumulated twice).
+inline void check_runnable(const memory_plan& m) {
   if (const memory_plan_check c = check_memory_plan(m); !c.ok())
     throw std::invalid_argument("executor: the memory plan is unsound: " + c.problem);
   if (m.steps.empty() || m.buffers.empty() || m.buffers[0].kind != buffer_kind::activation ||
@@ -72,6 +99,10 @@ inline program make_program(const memory_plan& m) {
                                   " twice; parameter gradients would be accumulated twice");
     once = 1;
   }
+}
+
+inline program make_program(const memory_plan& m) {
+  check_runnable(m);
   program p;
   const std::size_t n = m.steps.size();
   p.steps.reserve(n);
@@ -107,26 +138,7 @@ inline program make_program(const memory_plan& m) {
     if (s.gradient != no_buffer) ps.output_gradient = whole(s.gradient);
     p.steps.push_back(ps);
   }
-  std::vector<std::size_t> n_created(n + 1, 0), n_dropped(n + 1, 0);
-  for (std::size_t id = 1; id < m.buffers.size(); ++id) ++n_created[m.buffers[id].first_op];
-  for (const buffer& b : m.buffers)
-    if (b.last_op + 1 < n) ++n_dropped[b.last_op];
-  auto prefix = [n](const std::vector<std::size_t>& counts) {
-    std::vector<std::size_t> begin(n + 1, 0);
-    for (std::size_t i = 0; i < n; ++i) begin[i + 1] = begin[i] + counts[i];
-    return begin;
-  };
-  p.created_begin = prefix(n_created);
-  p.dropped_begin = prefix(n_dropped);
-  p.created.resize(p.created_begin[n]);
-  p.dropped.resize(p.dropped_begin[n]);
-  std::vector<std::size_t> created_at(p.created_begin.begin(), p.created_begin.end() - 1);
-  std::vector<std::size_t> dropped_at(p.dropped_begin.begin(), p.dropped_begin.end() - 1);
-  for (std::size_t id = 0; id < m.buffers.size(); ++id) {
-    const buffer& b = m.buffers[id];
-    if (id > 0) p.created[created_at[b.first_op]++] = static_cast<buffer_id>(id);
-    if (b.last_op + 1 < n) p.dropped[dropped_at[b.last_op]++] = static_cast<buffer_id>(id);
-  }
+  index_lifetimes(m, p);
   p.input_gradient = m.steps.back().output;
   p.waits_begin.assign(n + 1, 0);
   for (const wait& w : m.waits) ++p.waits_begin[w.after + 1];

@@ -45,6 +45,37 @@ struct transfer_plan {
   std::vector<char> has_event;                 // per O and P: allocates or frees bytes
 };
 
+// Memory waits: every allocating op waits for the frees the model puts before its allocation.
+inline void add_memory_waits(const transfer_plan& p, std::span<const op> ops,
+                             std::vector<std::vector<stream_wait>>& waits) {
+  using until = stream_wait::until;
+  constexpr std::size_t none = transfer_plan::none;
+  const std::size_t n = ops.size();
+  for (std::size_t j = 0; j < n; ++j) {
+    const op_kind kind = ops[j].kind;
+    if (kind == op_kind::offload || kind == op_kind::wait) continue;  // they allocate nothing
+    std::size_t last_compute = none;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i == j || !(p.release[i] < p.allocation[j])) continue;
+      if (ops[i].kind == op_kind::offload) {
+        if (!p.has_event[i]) continue;
+        if (i > j)
+          throw std::logic_error("remat::torch::executor: op " + std::to_string(j) +
+                                 " would wait for the free of op " + std::to_string(i));
+        waits[j].push_back({i, until::released});
+      } else if (!is_transfer(ops[i].kind)) {
+        if (i > j)
+          throw std::logic_error("remat::torch::executor: op " + std::to_string(j) +
+                                 " would wait for the end of op " + std::to_string(i));
+        last_compute = last_compute == none ? i : std::max(last_compute, i);
+      }
+    }
+    // Compute ops run one at a time in order: a compute op has waited for those before it.
+    if (kind == op_kind::prefetch && last_compute != none)
+      waits[j].push_back({last_compute, until::memory});
+  }
+}
+
 // The plan of `ops` on `c` (which has a link if `ops` has transfers); `std::invalid_argument`
 // for an invalid schedule.
 inline transfer_plan make_transfer_plan(const chain& c, std::span<const op> ops) {
@@ -118,30 +149,7 @@ inline transfer_plan make_transfer_plan(const chain& c, std::span<const op> ops)
                                 describe(bad, ops));
   }
 
-  // Memory waits: every allocating op waits for the frees the model puts before its allocation.
-  for (std::size_t j = 0; j < n; ++j) {
-    const op_kind kind = ops[j].kind;
-    if (kind == op_kind::offload || kind == op_kind::wait) continue;  // they allocate nothing
-    std::size_t last_compute = none;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (i == j || !(p.release[i] < p.allocation[j])) continue;
-      if (ops[i].kind == op_kind::offload) {
-        if (!p.has_event[i]) continue;
-        if (i > j)
-          throw std::logic_error("remat::torch::executor: op " + std::to_string(j) +
-                                 " would wait for the free of op " + std::to_string(i));
-        waits[j].push_back({i, until::released});
-      } else if (!is_transfer(ops[i].kind)) {
-        if (i > j)
-          throw std::logic_error("remat::torch::executor: op " + std::to_string(j) +
-                                 " would wait for the end of op " + std::to_string(i));
-        last_compute = last_compute == none ? i : std::max(last_compute, i);
-      }
-    }
-    // Compute ops run one at a time in order: a compute op has waited for those before it.
-    if (kind == op_kind::prefetch && last_compute != none)
-      waits[j].push_back({last_compute, until::memory});
-  }
+  add_memory_waits(p, ops, waits);
   p.program.waits_begin.assign(n + 1, 0);
   for (std::size_t i = 0; i < n; ++i) {
     p.program.waits_begin[i + 1] = p.program.waits_begin[i] + waits[i].size();
