@@ -391,6 +391,80 @@ TEST_CASE("offloading: autograd's gradients, and the budget kept whatever the co
   }
 }
 
+// On a GPU: offloads and prefetches on two CUDA streams of their own, into pinned host memory;
+// gradients as plain autograd's and the caching allocator's peak within the model's, with copies
+// as they come and delayed. Runs where libtorch has CUDA and a GPU is present (tests/gpu/run.sh).
+TEST_CASE("cuda offloading: autograd's gradients, the budget kept (needs a GPU)") {
+#if defined(REMAT_TORCH_CUDA)
+  if (!torch::cuda::is_available()) {
+    MESSAGE("skipped: no GPU (libtorch has CUDA)");
+    return;
+  }
+  setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  const torch::Device gpu(torch::kCUDA, 0);
+  for (model_case c : {resnet_case(gpu), gpt_case(gpu)}) {
+    CAPTURE(c.name);
+    c.net->train();
+    const snapshot before = state_of(c.net);
+    const remat::torch::profiled_chain p = remat::torch::profile(c.net, c.input, c.loss);
+    double tapes = 0, forwards = 0;
+    for (const remat::stage& s : p.chain.stages) {
+      tapes += static_cast<double>(s.tape_size);
+      forwards += s.forward_time;
+    }
+    const remat::transfer_rates link{tapes / forwards, tapes / forwards};
+    remat::chain linked = p.chain;
+    linked.transfer = link;
+    const remat::size_type store_all =
+        remat::solve(linked, remat::max_size, {.solver = remat::solver::store_all})
+            .plan.peak_memory;
+    bool moved_activation = false, moved_tape = false;
+    for (remat::solver s : {remat::solver::offload, remat::solver::save_on_cpu,
+                            remat::solver::vdnn}) {
+      CAPTURE(remat::name(s));
+      const remat::size_type least = remat::solve(linked, 0, {.solver = s}).min_feasible_budget;
+      if (least == remat::solve_result::no_budget) continue;
+      for (const bool delayed : {false, true}) {
+        remat::torch::executor ex(
+            c.net, {.solve = {.solver = s},
+                    .transfer = link,
+                    .before_copy = delayed ? std::function<void(std::size_t)>([](std::size_t i) {
+                      std::this_thread::sleep_for(std::chrono::microseconds(300 * (i % 5)));
+                    })
+                                           : nullptr});
+        ex.use_profile(p);
+        for (const remat::size_type budget : {least, (least + store_all) / 2}) {
+          CAPTURE(budget);
+          CAPTURE(delayed);
+          const snapshot ref = reference_step(c.net, c.input, c.loss, 7);
+          restore(c.net, before);
+          torch::manual_seed(7);
+          const remat::torch::step_result r = ex.step(c.input, c.loss, budget);
+          REQUIRE(r.feasible);
+          moved_activation |= moves(r.plan.ops, remat::tensor_kind::activation);
+          moved_tape |= moves(r.plan.ops, remat::tensor_kind::tape);
+          const snapshot got = state_of(c.net);
+          for (std::size_t j = 0; j < got.grads.size(); ++j)
+            CHECK(same(got.grads[j], ref.grads[j]));
+          for (std::size_t j = 0; j < got.buffers.size(); ++j)
+            CHECK(same(got.buffers[j], ref.buffers[j]));
+          CHECK(same(r.input_gradient, ref.input_grad));
+          CHECK(r.measured_peak <= r.plan.peak_memory);
+          CHECK(r.within_budget);
+          restore(c.net, before, false);
+        }
+      }
+    }
+    CHECK(moved_activation);
+    CHECK(moved_tape);
+  }
+  at::globalContext().setDeterministicAlgorithms(false, false);
+#else
+  MESSAGE("skipped: this libtorch has no CUDA");
+#endif
+}
+
 TEST_CASE("offloading: bad input is named") {
   at::set_num_threads(1);
   torch::manual_seed(4);

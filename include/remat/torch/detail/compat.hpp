@@ -9,6 +9,7 @@
 //              (c10/core/CachingDeviceAllocator.h; later releases move them on to
 //              c10::CachingAllocator and keep them visible there), no longer in
 //              c10::cuda::CUDACachingAllocator.
+//   later      CUDAEvent moves from ATen (at::cuda) to c10 (c10::cuda).
 //
 // Checked against the headers of Debian's 1.13 and of the 2.5.1 and 2.15.0 wheels.
 #pragma once
@@ -17,6 +18,11 @@
 
 #if defined(REMAT_TORCH_CUDA)
 #include <c10/cuda/CUDACachingAllocator.h>
+#if __has_include(<c10/cuda/CUDAEvent.h>)
+#include <c10/cuda/CUDAEvent.h>
+#else
+#include <ATen/cuda/CUDAEvent.h>
+#endif
 #endif
 
 #define REMAT_TORCH_VERSION_AT_LEAST(major, minor) \
@@ -41,6 +47,13 @@ using cuda_stat_type = c10::CachingDeviceAllocator::StatType;
 #else
 using cuda_stat = c10::cuda::CUDACachingAllocator::Stat;
 using cuda_stat_type = c10::cuda::CUDACachingAllocator::StatType;
+#endif
+
+// A CUDA event: ATen's before it moved to c10 (c10/cuda/CUDAEvent.h, found by its header).
+#if __has_include(<c10/cuda/CUDAEvent.h>)
+using cuda_event = c10::cuda::CUDAEvent;
+#else
+using cuda_event = at::cuda::CUDAEvent;
 #endif
 
 #if REMAT_TORCH_VERSION_AT_LEAST(2, 3)

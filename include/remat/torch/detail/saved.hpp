@@ -100,6 +100,26 @@ inline std::vector<c10::Storage> storages_since(std::uint64_t since,
   return out;
 }
 
+// The storages of `tensors`, each once, but those of `known` (a stage's input, parameters and
+// buffers): what a recording forward allocated, on any device (on the CPU the tracker's serials
+// say it without the list).
+inline std::vector<c10::Storage> storages_except(const std::vector<at::Tensor>& tensors,
+                                                 const std::vector<at::Tensor>& known) {
+  auto impl = [](const at::Tensor& t) { return t.storage().unsafeGetStorageImpl(); };
+  std::vector<c10::Storage> out;
+  for (const at::Tensor& t : tensors) {
+    if (!t.defined() || !t.has_storage() || t.storage().nbytes() == 0) continue;
+    const bool seen =
+        std::any_of(known.begin(), known.end(),
+                    [&](const at::Tensor& k) { return k.has_storage() && impl(k) == impl(t); }) ||
+        std::any_of(out.begin(), out.end(), [&](const c10::Storage& o) {
+          return o.unsafeGetStorageImpl() == impl(t);
+        });
+    if (!seen) out.push_back(t.storage());
+  }
+  return out;
+}
+
 inline size_type bytes_of(const std::vector<c10::Storage>& storages) {
   size_type n = 0;
   for (const c10::Storage& s : storages) n += static_cast<size_type>(s.nbytes());

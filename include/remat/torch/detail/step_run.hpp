@@ -9,6 +9,7 @@
 #include <remat/detail/walk.hpp>
 #include <remat/op_table.hpp>
 #include <remat/schedule.hpp>
+#include <remat/torch/detail/cuda_copies.hpp>
 #include <remat/torch/detail/moves.hpp>
 #include <remat/torch/detail/saved.hpp>
 #include <remat/torch/detail/state.hpp>
@@ -149,6 +150,15 @@ class step_run {
   void run_on_streams() {
     const std::vector<char>& moved = transfers_->records_moved_tape;
     if (std::find(moved.begin(), moved.end(), 1) != moved.end()) install_recording_engine();
+    const c10::Device device = values_[0]->value.device();
+#if defined(REMAT_TORCH_CUDA)
+    if (device.is_cuda()) cuda_ = std::make_unique<cuda_copies>(device, ops_.size());
+#endif
+    if (!device.is_cpu() && !on_cuda())
+      throw model_error(model_error::no_stage,
+                        "the schedule offloads tensors on " + device.str() +
+                            "; remat::torch offloads CPU tensors, and CUDA tensors where "
+                            "libtorch has CUDA");
     remat::detail::stream_runner runner(transfers_->program);
     runner_ = &runner;
     runner.run(
@@ -159,6 +169,9 @@ class step_run {
         [&](std::size_t i) { issue(i); },
         [&](std::size_t i) {
           execute(i);
+#if defined(REMAT_TORCH_CUDA)
+          if (cuda_) cuda_->computed(i);
+#endif
           end_measure(i);
         },
         [&](std::size_t i) { copy(i); }, [&](std::size_t i) { release(i); });
@@ -257,7 +270,8 @@ class step_run {
         y = forward(k, "F_all", x);
       }
       saved.push_back(y);
-      cur_.out->storages = storages_since(since, saved);
+      cur_.out->storages = x.is_cpu() ? storages_since(since, saved)
+                                      : storages_except(saved, known_to(x));
       const size_type found = bytes_of(cur_.out->storages);
       const size_type tape = p_.chain.stages[k].tape_size;
       if (found != tape)
@@ -330,31 +344,63 @@ class step_run {
     const size_type expected = transfers_->moved_bytes[i];
     if (o.kind == op_kind::offload) {
       if (o.tensor == tensor_kind::activation) e.storages = {e.value.storage()};
-      for (const c10::Storage& s : e.storages)
-        if (s.device_type() != c10::DeviceType::CPU)
-          throw std::invalid_argument(
-              "remat::torch::executor: op " + std::to_string(i) + " (" + to_string(o) +
-              ") moves a tensor on " + c10::DeviceTypeName(s.device_type()) +
-              "; offloading runs on CPU tensors only (the CUDA path is future work)");
       if (bytes_of(e.storages) != expected)
         throw model_error(static_cast<std::size_t>(o.stage), to_string(o),
                           "its storage is " + std::to_string(bytes_of(e.storages)) +
                               " bytes, the model's tensor " + std::to_string(expected) +
                               " (a view of a larger tensor?); offloading moves whole storages");
       r_.op_peaks[i] = meter_->current() - copies_base_.load();
-      e.host = copy_to_host(e.storages);
+      e.host = on_cuda() ? to_host_cuda(i, e) : copy_to_host(e.storages);
       return;
     }
     if (bytes_of(e.storages) != expected)
       throw std::logic_error("remat::torch::executor: op " + std::to_string(i) + " (" +
                              to_string(o) + ") found " + std::to_string(bytes_of(e.storages)) +
                              " bytes to bring back, the model " + std::to_string(expected));
-    std::vector<c10::DataPtr> blocks = allocate_device(e.storages);
-    runner_->mark(i);
-    r_.op_peaks[i] = meter_->current() - copies_base_.load();
-    install_device_copies(e.storages, blocks);
+    if (on_cuda()) {
+#if defined(REMAT_TORCH_CUDA)
+      cuda_->to_device(e.storages);
+#endif
+      runner_->mark(i);
+      r_.op_peaks[i] = meter_->current() - copies_base_.load();
+    } else {
+      std::vector<c10::DataPtr> blocks = allocate_device(e.storages);
+      runner_->mark(i);
+      r_.op_peaks[i] = meter_->current() - copies_base_.load();
+      install_device_copies(e.storages, blocks);
+    }
     if (o.tensor == tensor_kind::activation) e.storages.clear();
     tasks_[i].reset();
+  }
+
+  // An offload's copy on the GPU, once the op that made the tensor has run.
+  std::vector<c10::DataPtr> to_host_cuda([[maybe_unused]] std::size_t i,
+                                         [[maybe_unused]] held_tensor& e) {
+#if defined(REMAT_TORCH_CUDA)
+    const std::size_t from = transfers_->moved_from[i];
+    const bool prefetched = from != transfer_plan::none && ops_[from].kind == op_kind::prefetch;
+    return cuda_->to_host(e.storages, from == transfer_plan::none ? cuda_copies::input : from,
+                          prefetched);
+#else
+    return {};
+#endif
+  }
+
+  // What a recording forward on `x` did not allocate: x, the parameters, the buffers.
+  [[nodiscard]] std::vector<at::Tensor> known_to(const at::Tensor& x) const {
+    std::vector<at::Tensor> known = cx_.state.parameters;
+    known.push_back(x);
+    for (const std::vector<at::Tensor>& bs : cx_.state.buffers)
+      known.insert(known.end(), bs.begin(), bs.end());
+    return known;
+  }
+
+  [[nodiscard]] bool on_cuda() const noexcept {
+#if defined(REMAT_TORCH_CUDA)
+    return cuda_ != nullptr;
+#else
+    return false;
+#endif
   }
 
   // Offload i's copy and the compute ops before it that read the tensor have ended: the
@@ -431,6 +477,9 @@ class step_run {
   std::atomic<size_type> copies_base_{0};  // `base_` for the copy threads
   std::chrono::steady_clock::time_point t0_;
   remat::detail::stream_runner* runner_ = nullptr;
+#if defined(REMAT_TORCH_CUDA)
+  std::unique_ptr<cuda_copies> cuda_;  // a step that offloads CUDA tensors
+#endif
 };
 
 }  // namespace remat::torch::detail

@@ -36,6 +36,7 @@ struct transfer_plan {
   std::vector<walked_op> walked;         // per op: the values it reads, makes and frees
   std::size_t values = 0;                // how many values the walk numbered
   std::vector<size_type> moved_bytes;    // per O and P: the model's size of the tensor
+  std::vector<std::size_t> moved_from;   // per O: the op that made its device copy (none: a_0)
   std::vector<char> records_moved_tape;  // per F_all: its tape is offloaded later
   bool offloads_input = false;           // an O moves a_0
   // The model's times and memory events: when each op allocates, when a compute op frees (its
@@ -85,6 +86,7 @@ inline transfer_plan make_transfer_plan(const chain& c, std::span<const op> ops)
   const std::size_t n = ops.size();
   transfer_plan p;
   p.moved_bytes.assign(n, 0);
+  p.moved_from.assign(n, none);
   p.records_moved_tape.assign(n, 0);
   p.has_event.assign(n, 0);
   p.program.release_after.assign(n, none);
@@ -109,6 +111,7 @@ inline transfer_plan make_transfer_plan(const chain& c, std::span<const op> ops)
             const remat::detail::value_id device = w.read(operand::device_copy);
             const std::size_t producer = made_by(device);
             if (producer != before_all) {
+              p.moved_from[i] = producer;
               waits[i].push_back({producer, until::data});
               if (values[device].kind == 't' && ops[producer].kind == op_kind::forward_all)
                 p.records_moved_tape[producer] = 1;
