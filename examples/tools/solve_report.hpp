@@ -6,6 +6,7 @@
 #include "solve_args.hpp"
 
 #include <remat/io/chain_json.hpp>
+#include <remat/op_table.hpp>
 #include <remat/solve.hpp>
 
 #include <nlohmann/json.hpp>
@@ -219,180 +220,216 @@ inline std::string transfer_text(const io::chain_file& f) {
 
 }  // namespace detail
 
-/// The report for a person: what was asked, how the schedule compares with storing everything,
-/// what it recomputes, and its ops.
-inline std::string format_report(const solve_report& rep) {
-  using detail::format_memory;
-  using detail::format_time;
-  const io::chain_file& f = *rep.file;
-  const solve_result& r = rep.result;
-  const std::string& mu = f.memory_unit;
-  const std::string& tu = f.time_unit;
-  const auto L = f.chain.length();
-  const auto stage_label = [&](std::size_t k) {
-    if (k < f.stage_names.size() && !f.stage_names[k].empty())
-      return detail::printable(f.stage_names[k]);
-    return "stage " + std::to_string(k);
-  };
+namespace detail {
 
-  std::string out;
-  const auto label = [](std::string_view text) {
+// The report for a person, part by part: what was asked, the result against storing
+// everything, what the schedule recomputes and moves, and its ops.
+class report_writer {
+ public:
+  explicit report_writer(const solve_report& rep)
+      : rep_(rep), f_(*rep.file), r_(rep.result), mu_(f_.memory_unit), tu_(f_.time_unit) {}
+
+  std::string write() {
+    request();
+    if (!r_.feasible) {
+      infeasible();
+      return out_;
+    }
+    figures();
+    recomputations();
+    transfers();
+    schedule_ops();
+    return out_;
+  }
+
+ private:
+  static std::string label(std::string_view text) {
     std::string l(text);
     l.resize(11, ' ');
     return l;
-  };
-  const auto line = [&](std::string_view key, const std::string& text) {
-    out += label(key) + text + '\n';
-  };
-
-  std::string units;
-  if (!tu.empty()) units += "time in " + detail::printable(tu);
-  if (!mu.empty()) units += (units.empty() ? "" : ", ") + ("memory in " + detail::printable(mu));
-  std::string chain_text = std::to_string(L) + (L == 1 ? " stage" : " stages");
-  if (!units.empty()) chain_text += "; " + units;
-  line("chain", f.name.empty() ? chain_text : detail::printable(f.name) + " (" + chain_text + ")");
-  if (detail::has_transfer(f.chain)) line("transfer", detail::transfer_text(f));
-
-  std::string solver_text(name(rep.solver));
-  if (r.unit > 1)
-    solver_text += ", " + std::to_string(rep.slots == auto_slots ? rotor_slots : rep.slots) +
-                   " slots: sizes rounded up to multiples of " + format_memory(r.unit, mu);
-  else
-    solver_text += ", exact sizes";
-  if (detail::bounded(rep)) {
-    char bound[160];
-    std::snprintf(bound, sizeof bound, " (makespan within %.2g%% of the exact optimum's)",
-                  100 * r.makespan_loss);
-    solver_text += bound;
   }
-  line("solver", solver_text);
-  line("budget", format_memory(r.budget, mu));
-  if (rep.coarsen != no_coarsening) {
-    const std::string asked = rep.coarsen == auto_coarsening
+  void line(std::string_view key, const std::string& text) { out_ += label(key) + text + '\n'; }
+  [[nodiscard]] std::string memory(size_type v) const { return format_memory(v, mu_); }
+  [[nodiscard]] std::string time(double t) const { return format_time(t, tu_); }
+  [[nodiscard]] std::string stage_label(std::size_t k) const {
+    if (k < f_.stage_names.size() && !f_.stage_names[k].empty())
+      return printable(f_.stage_names[k]);
+    return "stage " + std::to_string(k);
+  }
+
+  // The chain, its link, the solver and its sizes, the budget, the coarsening.
+  void request() {
+    const auto L = f_.chain.length();
+    std::string units;
+    if (!tu_.empty()) units += "time in " + printable(tu_);
+    if (!mu_.empty()) units += (units.empty() ? "" : ", ") + ("memory in " + printable(mu_));
+    std::string chain_text = std::to_string(L) + (L == 1 ? " stage" : " stages");
+    if (!units.empty()) chain_text += "; " + units;
+    line("chain", f_.name.empty() ? chain_text : printable(f_.name) + " (" + chain_text + ")");
+    if (has_transfer(f_.chain)) line("transfer", transfer_text(f_));
+
+    std::string solver_text(name(rep_.solver));
+    if (r_.unit > 1)
+      solver_text += ", " +
+                     std::to_string(rep_.slots == auto_slots ? rotor_slots : rep_.slots) +
+                     " slots: sizes rounded up to multiples of " + memory(r_.unit);
+    else
+      solver_text += ", exact sizes";
+    if (bounded(rep_)) {
+      char bound[160];
+      std::snprintf(bound, sizeof bound, " (makespan within %.2g%% of the exact optimum's)",
+                    100 * r_.makespan_loss);
+      solver_text += bound;
+    }
+    line("solver", solver_text);
+    line("budget", memory(r_.budget));
+    if (rep_.coarsen != no_coarsening) coarsening();
+  }
+
+  void coarsening() {
+    const std::string asked = rep_.coarsen == auto_coarsening
                                   ? std::string("--coarsen auto")
-                                  : "--coarsen " + std::to_string(rep.coarsen);
-    if (r.coarse_length == 0)
+                                  : "--coarsen " + std::to_string(rep_.coarsen);
+    if (r_.coarse_length == 0)
       line("coarsened",
            "no: " +
-               std::string(rep.coarsen == auto_coarsening
-                               ? std::string(name(rep.solver)) + " accepts the chain as given"
+               std::string(rep_.coarsen == auto_coarsening
+                               ? std::string(name(rep_.solver)) + " accepts the chain as given"
                                : "the chain has no more stages than that") +
                " (" + asked + ")");
     else
-      line("coarsened", std::to_string(L) + " stages merged into " +
-                            std::to_string(r.coarse_length) + " blocks of up to " +
-                            std::to_string(r.largest_block) + " stages (" + asked +
+      line("coarsened", std::to_string(f_.chain.length()) + " stages merged into " +
+                            std::to_string(r_.coarse_length) + " blocks of up to " +
+                            std::to_string(r_.largest_block) + " stages (" + asked +
                             "); ops below on the chain's stages");
   }
 
-  const double base_time = rep.store_all.makespan;
-  const size_type base_memory = rep.store_all.peak_memory;
-  if (!r.feasible) {
+  void infeasible() {
     line("result", "no schedule fits the budget");
-    if (r.min_feasible_budget == solve_result::no_budget)
+    if (r_.min_feasible_budget == solve_result::no_budget)
       line("min budget",
-           "none with --slots " + std::to_string(rep.slots) + "; try more slots or --slots exact");
+           "none with --slots " + std::to_string(rep_.slots) + "; try more slots or --slots exact");
     else
-      line("min budget", format_memory(r.min_feasible_budget, mu) + " for " +
-                             std::string(name(rep.solver)) +
-                             (rep.solver == remat::solver::store_all
+      line("min budget", memory(r_.min_feasible_budget) + " for " +
+                             std::string(name(rep_.solver)) +
+                             (rep_.solver == remat::solver::store_all
                                   ? std::string()
-                                  : "; store-all " + format_memory(base_memory, mu)));
-    return out;
+                                  : "; store-all " + memory(rep_.store_all.peak_memory)));
   }
 
-  const double makespan = rep.replayed.makespan;
-  std::string time_text = format_time(makespan, tu) + ", store-all " + format_time(base_time, tu);
-  if (base_time > 0) {
-    const double extra = makespan - base_time;
-    time_text +=
-        " (" + std::string(extra >= 0 ? "+" : "") + detail::percent(extra, base_time) + ")";
+  // The makespan and peak against store-all's, and the least budget.
+  void figures() {
+    const double base_time = rep_.store_all.makespan;
+    const double makespan = rep_.replayed.makespan;
+    std::string time_text = time(makespan) + ", store-all " + time(base_time);
+    if (base_time > 0) {
+      const double extra = makespan - base_time;
+      time_text += " (" + std::string(extra >= 0 ? "+" : "") + percent(extra, base_time) + ")";
+    }
+    line("makespan", time_text);
+    std::string peak_text = memory(rep_.replayed.peak_memory);
+    if (r_.budget > 0)
+      peak_text += ", " +
+                   percent(static_cast<double>(rep_.replayed.peak_memory),
+                           static_cast<double>(r_.budget)) +
+                   " of the budget";
+    peak_text += "; store-all " + memory(rep_.store_all.peak_memory);
+    line("peak", peak_text);
+    if (r_.min_feasible_budget != solve_result::no_budget)
+      line("min budget",
+           memory(r_.min_feasible_budget) + " for " + std::string(name(rep_.solver)));
   }
-  line("makespan", time_text);
-  std::string peak_text = format_memory(rep.replayed.peak_memory, mu);
-  if (r.budget > 0)
-    peak_text += ", " +
-                 detail::percent(static_cast<double>(rep.replayed.peak_memory),
-                                 static_cast<double>(r.budget)) +
-                 " of the budget";
-  peak_text += "; store-all " + format_memory(base_memory, mu);
-  line("peak", peak_text);
-  if (r.min_feasible_budget != solve_result::no_budget)
-    line("min budget",
-         format_memory(r.min_feasible_budget, mu) + " for " + std::string(name(rep.solver)));
 
   // Every stage runs forward at least once; the other runs are recomputations.
-  std::vector<int> forwards(L, 0);
-  for (const op& o : r.plan.ops)
-    if (o.kind == op_kind::forward_none || o.kind == op_kind::forward_checkpoint ||
-        o.kind == op_kind::forward_all)
-      ++forwards[static_cast<std::size_t>(o.stage)];
-  std::vector<std::string> recomputed;
-  int recomputations = 0;
-  double recompute_time = 0;
-  for (std::size_t k = 0; k < L; ++k) {
-    const int extra = std::max(forwards[k] - 1, 0);
-    if (extra == 0) continue;
-    recomputations += extra;
-    recompute_time += extra * f.chain.stages[k].forward_time;
-    recomputed.push_back(stage_label(k) + (extra > 1 ? " x" + std::to_string(extra) : "") + ",");
-  }
-  if (recomputed.empty()) {
-    line("recomputes", "nothing");
-  } else {
+  void recomputations() {
+    const auto L = f_.chain.length();
+    std::vector<int> forwards(L, 0);
+    for (const op& o : r_.plan.ops)
+      if (o.kind == op_kind::forward_none || o.kind == op_kind::forward_checkpoint ||
+          o.kind == op_kind::forward_all)
+        ++forwards[static_cast<std::size_t>(o.stage)];
+    std::vector<std::string> recomputed;
+    int count = 0;
+    double spent = 0;
+    for (std::size_t k = 0; k < L; ++k) {
+      const int extra = std::max(forwards[k] - 1, 0);
+      if (extra == 0) continue;
+      count += extra;
+      spent += extra * f_.chain.stages[k].forward_time;
+      recomputed.push_back(stage_label(k) + (extra > 1 ? " x" + std::to_string(extra) : "") +
+                           ",");
+    }
+    if (recomputed.empty()) {
+      line("recomputes", "nothing");
+      return;
+    }
     recomputed.back().pop_back();
-    std::string head = std::to_string(recomputations) +
-                       (recomputations == 1 ? " forward" : " forwards") + " (" +
-                       format_time(recompute_time, tu) + "):";
-    recomputed.insert(recomputed.begin(), head);
-    out += detail::wrap(recomputed, label("recomputes"), detail::line_width);
+    recomputed.insert(recomputed.begin(), std::to_string(count) +
+                                              (count == 1 ? " forward" : " forwards") + " (" +
+                                              time(spent) + "):");
+    out_ += wrap(recomputed, label("recomputes"), line_width);
   }
 
   // What the schedule moves to host memory and back (docs/offload.md's ops), where it does.
-  int offloads = 0, prefetches = 0, waits = 0;
-  size_type offloaded = 0, prefetched = 0;
-  for (const op& o : r.plan.ops) {
-    if (!is_transfer(o.kind)) continue;
-    const auto k = static_cast<std::size_t>(o.stage);
-    const bool tape = o.tensor == tensor_kind::tape;
-    if (o.stage < 0 || k > L || (tape && k == 0)) continue;  // not a tensor of the chain
-    const size_type bytes = tape     ? f.chain.stages[k - 1].tape_size
-                            : k == 0 ? f.chain.input_size
-                                     : f.chain.stages[k - 1].output_size;
-    if (o.kind == op_kind::offload) {
-      ++offloads;
-      offloaded += bytes;
-    } else if (o.kind == op_kind::prefetch) {
-      ++prefetches;
-      prefetched += bytes;
-    } else {
-      ++waits;
+  void transfers() {
+    int offloads = 0, prefetches = 0, waits = 0;
+    size_type offloaded = 0, prefetched = 0;
+    const auto L = static_cast<std::int32_t>(f_.chain.length());
+    for (const op& o : r_.plan.ops) {
+      if (!is_transfer(o.kind)) continue;
+      const bool tape = o.tensor == tensor_kind::tape;
+      if (o.stage < (tape ? 1 : 0) || o.stage > L) continue;  // not a tensor of the chain
+      const size_type bytes = moved_bytes(f_.chain, o);
+      if (o.kind == op_kind::offload) {
+        ++offloads;
+        offloaded += bytes;
+      } else if (o.kind == op_kind::prefetch) {
+        ++prefetches;
+        prefetched += bytes;
+      } else {
+        ++waits;
+      }
     }
-  }
-  if (offloads + prefetches + waits > 0) {
+    if (offloads + prefetches + waits == 0) return;
     const auto count = [](int n, const char* one, const char* many) {
       return std::to_string(n) + " " + (n == 1 ? one : many);
     };
-    line("transfers", count(offloads, "offload", "offloads") + " (" + format_memory(offloaded, mu) +
-                          "), " + count(prefetches, "prefetch", "prefetches") + " (" +
-                          format_memory(prefetched, mu) + "), " + count(waits, "wait", "waits"));
+    line("transfers", count(offloads, "offload", "offloads") + " (" + memory(offloaded) + "), " +
+                          count(prefetches, "prefetch", "prefetches") + " (" +
+                          memory(prefetched) + "), " + count(waits, "wait", "waits"));
   }
 
-  line("schedule", std::to_string(r.plan.ops.size()) + " ops");
-  std::vector<std::string> words;
-  words.reserve(r.plan.ops.size());
-  for (const op& o : r.plan.ops) words.push_back(to_string(o));
-  out += detail::wrap(words, "  ", detail::line_width);
-
-  const bool named = std::any_of(f.stage_names.begin(), f.stage_names.end(),
-                                 [](const std::string& n) { return !n.empty(); });
-  if (named) {
+  // The ops, and the stages' names where the chain has them.
+  void schedule_ops() {
+    const auto L = f_.chain.length();
+    line("schedule", std::to_string(r_.plan.ops.size()) + " ops");
+    std::vector<std::string> words;
+    words.reserve(r_.plan.ops.size());
+    for (const op& o : r_.plan.ops) words.push_back(to_string(o));
+    out_ += wrap(words, "  ", line_width);
+    const bool named = std::any_of(f_.stage_names.begin(), f_.stage_names.end(),
+                                   [](const std::string& n) { return !n.empty(); });
+    if (!named) return;
     words.clear();
     for (std::size_t k = 0; k < L; ++k)
       words.push_back(std::to_string(k) + " " + stage_label(k) + (k + 1 < L ? "," : ""));
-    out += detail::wrap(words, label("stages"), detail::line_width);
+    out_ += wrap(words, label("stages"), line_width);
   }
-  return out;
+
+  const solve_report& rep_;
+  const io::chain_file& f_;
+  const solve_result& r_;
+  const std::string& mu_;
+  const std::string& tu_;
+  std::string out_;
+};
+
+}  // namespace detail
+
+/// The report for a person: what was asked, how the schedule compares with storing everything,
+/// what it recomputes, and its ops.
+inline std::string format_report(const solve_report& rep) {
+  return detail::report_writer(rep).write();
 }
 
 /// One transfer beside the compute op it can run in parallel with (docs/offload.md: a transfer
