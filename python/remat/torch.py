@@ -131,24 +131,34 @@ def _recording_input(a):
     return x
 
 
-def _leaves(output, exclude):
-    """The tensors output's graph accumulates into (its AccumulateGrad nodes), but `exclude`."""
-    out, seen, stack = [], set(), []
+def _accumulators(output, exclude):
+    """The AccumulateGrad nodes of output's graph, with the tensor each accumulates into, but
+    `exclude`'s."""
+    # A node's Python object lives while something holds it, and its id may be reused after:
+    # `seen` holds them, so that an id names one node.
+    out, seen, stack = [], {}, []
     if output.grad_fn is not None:
         stack.append(output.grad_fn)
     while stack:
         node = stack.pop()
         if id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         v = getattr(node, "variable", None)
         if v is not None and type(node).__name__ == "AccumulateGrad":
-            if v is not exclude and all(v is not o for o in out):
-                out.append(v)
+            if v is not exclude:
+                out.append((node, v))
             continue
         for nxt, _ in node.next_functions:
             if nxt is not None:
                 stack.append(nxt)
+    return out
+
+
+def _leaves(output, exclude):
+    """The tensors output's graph accumulates into, but `exclude`."""
+    out = []
+    _add_unique(out, [v for _, v in _accumulators(output, exclude)])
     return out
 
 
@@ -210,9 +220,11 @@ def _default_loss(y):
 @dataclass
 class _State:
     """What the stages and the loss own: parameters (every leaf their graphs reach, declared or
-    not) and, per stage, the buffers its module declares."""
+    not; `loss_parameters` those the loss's graph reaches) and, per stage, the buffers its module
+    declares."""
     parameters: list
     buffers: list  # per stage
+    loss_parameters: list
 
 
 def _discover(stages, sample, loss, rng):
@@ -241,12 +253,13 @@ def _discover(stages, sample, loss, rng):
         with torch.enable_grad():
             l = _in_stage("loss", "forward", loss, leaf)
         _check_loss(l)
-        _add_unique(params, _leaves(l, leaf))
+        loss_params = _leaves(l, leaf)
+        _add_unique(params, loss_params)
         del l, leaf, a
     finally:
         _copy_into(every, copies)
         rng.restore(saved_rng)
-    return _State(params, declared)
+    return _State(params, declared, loss_params)
 
 
 def _define_gradients(params):
@@ -475,6 +488,8 @@ class _Step:
         self.op_totals = []  # the same, with what autograd and the caller held beside
         self.residue = 0
         self.outside = 0
+        self.earlier = None  # the op's peak before its latest new parameter gradient, above base
+        self.watch_new_gradients = False
 
     def input_of(self, k):
         return self.a[k] if self.a[k] is not None else self.t[k][1]
@@ -521,12 +536,39 @@ class _Step:
             gk = self.g[k + 1]
             self.t[k + 1] = None
             self.g[k + 1] = None
-            _in_stage(k, "backward", torch.autograd.backward, y, gk)
+            hooks = self.watch(y, x) if self.watch_new_gradients else []
+            try:
+                _in_stage(k, "backward", torch.autograd.backward, y, gk)
+            finally:
+                for h in hooks:
+                    h.remove()
             self.g[k] = x.grad if x.requires_grad else None
             del x, y, gk
             self.a[k] = None
         else:
             raise ValueError(f"remat.torch runs schedules without offloading only (op {op})")
+
+    def watch(self, y, x):
+        """Hooks on the accumulators of y's graph whose parameter has no gradient yet. Autograd
+        gives such a parameter the gradient its backward computed (where one that exists is
+        added to, and the computed one freed): plain autograd's cost, which a zero gradient
+        defined beforehand would double. Gradients are outside the budget: from the moment the
+        new one is kept, the op is measured above it (split in two, as the C++ executor does
+        for the loss's parameters)."""
+        return [node.register_prehook(self.new_gradient(v))
+                for node, v in _accumulators(y, x) if v.grad is None]
+
+    def new_gradient(self, p):
+        m = self.owner._meter
+
+        def hook(grads):
+            if p.grad is None and grads[0] is not None:
+                m.sync()
+                peak = m.peak() - self.base
+                self.earlier = peak if self.earlier is None else max(self.earlier, peak)
+                self.base += _nbytes(p)
+                m.reset_peak()
+        return hook
 
 
 class _Run(torch.autograd.Function):
@@ -658,10 +700,13 @@ class Checkpointed(torch.nn.Module):
         self.last = None
         return _Run.apply(self, entry, plan, x, self._probe)
 
-    def _measure(self, step, i, op, base):
-        peak = self._meter.peak() - base
+    def _measure(self, step, i, op, outside):
+        total = self._meter.peak() - step.base
+        if step.earlier is not None:
+            total = max(total, step.earlier)
+        peak = total - outside
         step.op_peaks.append(peak)
-        step.op_totals.append(self._meter.peak() - step.base)
+        step.op_totals.append(total)
         if self.enforce_budget and peak > int(self.budget):
             raise BudgetError(f"op {i} ({op}) allocated {peak} bytes, above the budget of "
                               f"{int(self.budget)}", None)
@@ -670,7 +715,9 @@ class Checkpointed(torch.nn.Module):
         entry, plan = step.entry, step.plan
         step.expected = entry.profile.expected_op_peaks(plan.ops)
         step.loss_index = next(i for i, o in enumerate(plan.ops) if o.kind == "loss")
-        _define_gradients(self._state.parameters)
+        # The stages' parameters get their gradients as in plain autograd (_Step.watch); the
+        # loss's graph runs in the caller's backward, outside the schedule's ops.
+        _define_gradients(self._state.loss_parameters)
         for k, bs in enumerate(self._state.buffers):
             _copy_into(self._step_start[k], bs)
         step.rng_at_start = self._rng.save()
@@ -685,7 +732,7 @@ class Checkpointed(torch.nn.Module):
                 m.reset_peak()
                 step.run(op)
                 m.sync()
-                self._measure(step, i, op, step.base)
+                self._measure(step, i, op, 0)
         except BaseException:
             for k, bs in enumerate(self._state.buffers):
                 _copy_into(bs, self._step_start[k])
@@ -720,13 +767,15 @@ class Checkpointed(torch.nn.Module):
         model_after_loss = simulate(step.entry.profile.chain, plan.ops).memory_after[step.loss_index]
         step.residue = m.current() - step.base - model_after_loss
         step.outside = step.residue
+        step.watch_new_gradients = any(p.grad is None for p in self._state.parameters)
         try:
             for i in range(step.loss_index + 1, len(plan.ops)):
                 op = plan.ops[i]
                 m.reset_peak()
+                step.earlier = None
                 step.run(op)
                 m.sync()
-                self._measure(step, i, op, step.base + step.residue)
+                self._measure(step, i, op, step.residue)
                 if op.kind == "B" and op.index == L - 1:
                     # Autograd keeps the gradient it handed to _Run.backward until that returns.
                     step.residue += step.engine_gradient_bytes
