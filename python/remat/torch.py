@@ -307,17 +307,8 @@ class Profile:
 
     def expected_op_peaks(self, ops):
         """What running `ops` allocates at each op: the simulator's op peaks on the profiled chain,
-        less the backward slack on each B and on the loss."""
-        r = simulate(self.chain, ops)
-        if not r.valid:
-            raise ValueError(f"expected_op_peaks: {r.message}")
-        peaks = list(r.op_peak)
-        for i, o in enumerate(ops):
-            if o.kind == "B":
-                peaks[i] -= self.backward_slack[o.index]
-            elif o.kind == "loss":
-                peaks[i] -= self.backward_slack[-1]
-        return peaks
+        less the backward slack on each B and on the loss (remat::torch::expected_op_peaks)."""
+        return _meter.expected_op_peaks(self.chain, ops, self.backward_slack)
 
 
 class _Capture(torch.autograd.Function):
