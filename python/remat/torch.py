@@ -5,8 +5,9 @@
     loss_fn(y).backward()         # the rest: recomputations and backwards, through autograd
 
 What it does mirrors remat::torch's C++ executor (include/remat/torch/executor.hpp): the stages
-are profiled at each input shape (times; sizes exact to the byte from remat::torch's CPU
-allocation meter, module remat._torch, or from torch.cuda's statistics on a GPU), the chain is
+are profiled at each input shape by remat::torch::profile (module remat._torch; times, and sizes
+exact to the byte from remat::torch's CPU allocation meter, or from torch.cuda's statistics on a
+GPU), the chain is
 solved for the budget, and one custom autograd Function runs the schedule: its forward runs the
 ops before the loss, its backward the ops after it. A stage run twice behaves as if it ran once:
 the same dropout masks (the generator's state is put back for a recomputation) and batch norm's
@@ -44,6 +45,17 @@ class ModelError(ValueError):
             "the model" if stage_index is None else f"stage {stage_index}")
         super().__init__(f"{where}: {message}")
         self.stage_index = None if stage_index == "loss" else stage_index
+
+
+def _model_error(message, stage_index):
+    """remat::torch's model_error as a ModelError: its message as it is."""
+    e = ModelError.__new__(ModelError)
+    ValueError.__init__(e, message)
+    e.stage_index = stage_index
+    return e
+
+
+_meter._register_model_error(_model_error)
 
 
 class BudgetError(ValueError):
@@ -270,30 +282,6 @@ def _define_gradients(params):
             p.grad = torch.zeros_like(p)
 
 
-class _SavedState:
-    """Gradients (or their absence), buffers and generators, put back by restore()."""
-
-    def __init__(self, state, rng):
-        self.params = state.parameters
-        self.grads = [p.grad.detach().clone() if p.grad is not None else None for p in self.params]
-        self.buffers = []
-        for bs in state.buffers:
-            _add_unique(self.buffers, bs)
-        self.copies = _clones(self.buffers)
-        self.rng = rng
-        self.rng_state = rng.save()
-
-    def restore(self):
-        with torch.no_grad():
-            for p, g in zip(self.params, self.grads):
-                if g is not None and p.grad is not None:
-                    p.grad.copy_(g)
-                else:
-                    p.grad = g
-        _copy_into(self.buffers, self.copies)
-        self.rng.restore(self.rng_state)
-
-
 # --- profiling -------------------------------------------------------------------------------------
 
 @dataclass
@@ -326,113 +314,41 @@ class _Capture(torch.autograd.Function):
         return None, None, None
 
 
-def _profile(stages, state, sample, loss, meter, rng, warmup, runs):
-    saved = _SavedState(state, rng)
-    total = warmup + runs
-    outputs, specs, slack = [], [], []
+def _profile(stages, sample, loss, meter, rng, warmup, runs):
+    """remat::torch::profile (remat._torch) of the stages, with the loss as Checkpointed runs
+    it: on a Function's output, until the gradient reaches that Function's backward (after
+    which nothing is allocated), so that the measured loss is the loss op of a step."""
+    outputs = [None] * len(stages)
+
+    def forward(k, s):
+        def run(x):
+            y = _in_stage(k, "forward", s, x)
+            meter.sync()  # a GPU's forward, timed to its end
+            if isinstance(y, torch.Tensor):
+                outputs[k] = _shape(y)
+            return y
+        return run
+
+    reached = []
     probe = torch.empty(0, requires_grad=True)
+
+    def loss_as_run(leaf):
+        return loss(_Capture.apply(leaf, probe, lambda g: reached.append(True)))
+
+    generators = rng.save()  # remat::torch puts back the CPU generator; this, a GPU's too
     try:
-        _define_gradients(state.parameters)
-        a = sample
-        for k, s in enumerate(stages):
-            out_size = fw_overhead = tape = rec_overhead = bw_rise = 0
-            fw, bw = [], []
-            nxt = None
-            for r in range(total):
-                nxt = None
-                with torch.no_grad():
-                    meter.sync()
-                    meter.reset_peak()
-                    c0 = meter.current()
-                    t0 = time.perf_counter()
-                    y = _in_stage(k, "forward (no grad)", s, a)
-                    meter.sync()
-                    ms = (time.perf_counter() - t0) * 1e3
-                    c1 = meter.current()
-                _check_output(k, a, y)
-                if r == 0:
-                    outputs.append(_shape(y))
-                elif _shape(y) != outputs[k]:
-                    raise ModelError(k, f"its output's shape changes from run to run "
-                                        f"({outputs[k][0]}, then {tuple(y.shape)})")
-                if r >= warmup:
-                    out_size = max(out_size, c1 - c0)
-                    fw_overhead = max(fw_overhead, meter.peak() - c1)
-                    fw.append(ms)
-                nxt = y
-                del y
-            for r in range(total):
-                x = _recording_input(a)
-                meter.reset_peak()
-                c0 = meter.current()
-                with torch.enable_grad():
-                    y = _in_stage(k, "forward (recording)", s, x)
-                c1 = meter.current()
-                _check_output(k, x, y)
-                if not y.requires_grad:
-                    raise ModelError(k, "its output does not require grad when recorded")
-                if _shape(y) != outputs[k]:
-                    raise ModelError(k, "its output's shape differs when recorded")
-                recording_peak = meter.peak()
-                g = torch.ones_like(y)
-                meter.sync()
-                meter.reset_peak()
-                c2 = meter.current()
-                t0 = time.perf_counter()
-                _in_stage(k, "backward", torch.autograd.backward, y, g)
-                meter.sync()
-                ms = (time.perf_counter() - t0) * 1e3
-                if r >= warmup:
-                    tape = max(tape, c1 - c0)
-                    rec_overhead = max(rec_overhead, recording_peak - c1)
-                    bw_rise = max(bw_rise, meter.peak() - c2)
-                    bw.append(ms)
-                del x, y, g
-            a_bytes = _nbytes(a)
-            slack.append(max(0, a_bytes - bw_rise))
-            specs.append(dict(forward_time=sorted(fw)[len(fw) // 2],
-                              backward_time=sorted(bw)[len(bw) // 2],
-                              output_size=out_size, tape_size=max(tape, out_size),
-                              forward_overhead=fw_overhead,
-                              backward_overhead=max(0, bw_rise - a_bytes),
-                              recording_overhead=rec_overhead
-                              if rec_overhead != fw_overhead else None))
-            a = nxt
-            del nxt
-        # The loss as Checkpointed runs it: on a Function's output, until the gradient reaches
-        # that Function's backward.
-        lt, rise = [], 0
-        for r in range(total):
-            seen = {}
-
-            def on_backward(g, seen=seen):
-                meter.sync()
-                seen["peak"] = meter.peak()
-                seen["t"] = time.perf_counter()
-
-            meter.reset_peak()
-            c0 = meter.current()
-            t0 = time.perf_counter()
-            with torch.enable_grad():
-                y = _Capture.apply(a, probe, on_backward)
-                l = _in_stage("loss", "forward", loss, y)
-                del y
-                _check_loss(l)
-                _in_stage("loss", "backward", l.backward)
-            del l
-            if "peak" not in seen:
-                raise ModelError("loss", "its gradient does not reach the model's output")
-            if r >= warmup:
-                rise = max(rise, seen["peak"] - c0)
-                lt.append((seen["t"] - t0) * 1e3)
-        a_bytes = _nbytes(a)
-        slack.append(max(0, a_bytes - rise))
-        chain = Chain([Stage(**sp) for sp in specs], input_size=_nbytes(sample),
-                      loss_time=sorted(lt)[len(lt) // 2], loss_overhead=max(0, rise - a_bytes),
-                      name="remat.torch profile", time_unit="ms", memory_unit="bytes")
+        p = _meter.profile([forward(k, s) for k, s in enumerate(stages)],
+                           [list(s.parameters()) for s in stages],
+                           [list(s.buffers()) for s in stages], sample, loss_as_run,
+                           None if meter is cpu_meter else meter, warmup, runs)
     finally:
-        saved.restore()
-    return Profile(chain, outputs, slack)
+        rng.restore(generators)
+    if not reached:
+        raise ModelError("loss", "its gradient does not reach the model's output")
+    chain = Chain([Stage(**sp) for sp in p["stages"]], input_size=p["input_size"],
+                  loss_time=p["loss_time"], loss_overhead=p["loss_overhead"],
+                  name="remat.torch profile", time_unit="ms", memory_unit="bytes")
+    return Profile(chain, outputs, p["backward_slack"])
 
 
 def profile(stages, sample, loss=None, warmup=1, runs=3):
@@ -443,8 +359,7 @@ def profile(stages, sample, loss=None, warmup=1, runs=3):
     stages = _stage_list(stages)
     rng = _Rng(sample.device)
     loss = loss or _default_loss
-    state = _discover(stages, sample, loss, rng)
-    return _profile(stages, state, sample, loss, _meter_for(sample), rng, warmup, runs)
+    return _profile(stages, sample, loss, _meter_for(sample), rng, warmup, runs)
 
 
 def _stage_list(stages):
@@ -637,8 +552,8 @@ class Checkpointed(torch.nn.Module):
         key = _shape(x)
         entry = self._shapes.get(key)
         if entry is None:
-            entry = _Entry(_profile(list(self.stages), self._state, x, self.loss, self._meter,
-                                    self._rng, self.warmup, self.runs))
+            entry = _Entry(_profile(list(self.stages), x, self.loss, self._meter, self._rng,
+                                    self.warmup, self.runs))
             self._shapes[key] = entry
         return entry, self._plan_for_key(entry)
 
