@@ -7,12 +7,11 @@
 What it does mirrors remat::torch's C++ executor (include/remat/torch/executor.hpp): the stages
 are profiled at each input shape by remat::torch::profile (module remat._torch; times, and sizes
 exact to the byte from remat::torch's CPU allocation meter, or from torch.cuda's statistics on a
-GPU), the chain is
-solved for the budget, and one custom autograd Function runs the schedule: its forward runs the
-ops before the loss, its backward the ops after it. A stage run twice behaves as if it ran once:
-the same dropout masks (the generator's state is put back for a recomputation) and batch norm's
-running statistics updated once (a recomputation restores them). Gradients of parameters and of
-the input are those of plain autograd, bit for bit.
+GPU), the chain is solved for the budget, and one custom autograd Function runs the schedule:
+its forward runs the ops before the loss, its backward the ops after it. A stage run twice
+behaves as if it ran once: the same dropout masks (the generator's state is put back for a
+recomputation) and batch norm's running statistics updated once (a recomputation restores them).
+Gradients of parameters and of the input are those of plain autograd, bit for bit.
 """
 
 from __future__ import annotations
