@@ -6,7 +6,9 @@
 #include <stdexcept>
 #include <string>
 
-TEST_CASE("parse_size: integers with decimal and binary units") {
+namespace unit_io_size_test {
+
+TEST_CASE("io::parse_size: integers with decimal and binary units") {
   using remat::io::parse_size;
   CHECK(parse_size("0") == 0);
   CHECK(parse_size("800B") == 800);
@@ -20,7 +22,7 @@ TEST_CASE("parse_size: integers with decimal and binary units") {
     CHECK_THROWS_AS(parse_size(bad), std::invalid_argument);
 }
 
-TEST_CASE("parse_size: the message quotes the text and says what is wrong") {
+TEST_CASE("io::parse_size: the message quotes the text and says what is wrong") {
   const auto message = [](const char* text) {
     try {
       (void)remat::io::parse_size(text);
@@ -34,3 +36,5 @@ TEST_CASE("parse_size: the message quotes the text and says what is wrong") {
         "'1.5GB': must be a non-negative integer with an optional unit (e.g. 800, 12GB, 1536MiB)");
   CHECK(message("8589934592GiB") == "'8589934592GiB': too large (the limit is 2^63 - 1 units)");
 }
+
+}  // namespace unit_io_size_test
