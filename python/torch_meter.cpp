@@ -1,20 +1,125 @@
 // remat._torch: what remat.torch (Python) needs from remat::torch (C++) that Python's torch does
 // not give: the exact meter of libtorch's CPU allocator (remat/torch/memory.hpp), and the CPU
 // generator's state saved and put back without allocating a tensor (torch.get_rng_state()
-// allocates one, which the meter would count inside the ops it measures).
+// allocates one, which the meter would count inside the ops it measures); and remat::torch's
+// profile of stages and its prediction of a schedule's op peaks, so that Python runs the same
+// measure as C++ rather than a copy of it.
 //
 // It links against the libtorch that Python's torch loads (checked at configure time: the same
-// libc10 and libtorch_cpu), so the allocator it installs is the one every CPU tensor Python makes
-// goes through. `import torch` must come first (remat.torch does it).
+// libc10 and libtorch_cpu), and against that torch's libtorch_python for tensors passed both
+// ways, so the allocator it installs is the one every CPU tensor Python makes goes through.
+// `import torch` must come first, and `import remat` (whose Chain and Op the same C++ types,
+// shared through pybind11's registry): remat.torch does both.
+#include <remat/io/chain_json.hpp>
 #include <remat/torch/detail/rng.hpp>
 #include <remat/torch/memory.hpp>
+#include <remat/torch/profile.hpp>
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>  // at::Tensor <-> torch.Tensor
+
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <utility>
+#include <vector>
 
 namespace py = pybind11;
 
+namespace {
+
+using remat::size_type;
+
+// The profile runs without the GIL (libtorch's autograd engine refuses to run with it held), and
+// what it calls back in Python takes it. The Python objects are borrowed (py::handle: copies
+// touch no reference count, which needs the GIL); the caller's arguments keep them alive.
+
+// A meter kept in Python (remat.torch's torch.cuda statistics), called back.
+class python_meter final : public remat::torch::memory_meter {
+ public:
+  explicit python_meter(py::handle meter) : meter_(meter) {}
+  [[nodiscard]] size_type current() const override {
+    const py::gil_scoped_acquire gil;
+    return meter_.attr("current")().cast<size_type>();
+  }
+  [[nodiscard]] size_type peak() const override {
+    const py::gil_scoped_acquire gil;
+    return meter_.attr("peak")().cast<size_type>();
+  }
+  void reset_peak() override {
+    const py::gil_scoped_acquire gil;
+    meter_.attr("reset_peak")();
+  }
+
+ private:
+  py::handle meter_;
+};
+
+// A Python callable `tensor -> tensor` (a stage, the loss) as a C++ one.
+std::function<at::Tensor(const at::Tensor&)> calling(py::handle f) {
+  return [f](const at::Tensor& x) {
+    const py::gil_scoped_acquire gil;
+    return f(x).cast<at::Tensor>();
+  };
+}
+
+// remat::torch::profile of Python stages: the chain's fields and the profile's slack, for
+// remat.torch to make its Chain from.
+py::dict profile(const py::list& forwards, const std::vector<std::vector<at::Tensor>>& parameters,
+                 const std::vector<std::vector<at::Tensor>>& buffers, const at::Tensor& sample,
+                 py::handle loss, py::handle meter, int warmup, int runs) {
+  std::vector<remat::torch::stage> stages;
+  for (std::size_t k = 0; k < forwards.size(); ++k)
+    stages.emplace_back(calling(forwards[k]), nullptr, parameters.at(k), buffers.at(k));
+  std::optional<python_meter> own;
+  remat::torch::profile_options options{.warmup = warmup, .runs = runs};
+  if (!meter.is_none()) options.memory = &own.emplace(meter);
+  remat::torch::profiled_chain p;
+  {
+    const py::gil_scoped_release no_gil;
+    p = remat::torch::profile(stages, sample, calling(loss), options);
+  }
+  py::list out;
+  for (const remat::stage& st : p.chain.stages)
+    out.append(py::dict(py::arg("forward_time") = st.forward_time,
+                        py::arg("backward_time") = st.backward_time,
+                        py::arg("output_size") = st.output_size,
+                        py::arg("tape_size") = st.tape_size,
+                        py::arg("forward_overhead") = st.forward_overhead,
+                        py::arg("backward_overhead") = st.backward_overhead,
+                        py::arg("recording_overhead") = st.recording_overhead));
+  return py::dict(py::arg("stages") = out, py::arg("input_size") = p.chain.input_size,
+                  py::arg("loss_time") = p.chain.loss_time,
+                  py::arg("loss_overhead") = p.chain.loss_overhead,
+                  py::arg("backward_slack") = p.backward_slack);
+}
+
+// remat::torch's model_error as remat.torch's ModelError (registered by remat.torch): the same
+// message, the stage's index or None.
+py::object& model_error_factory() {
+  static py::object* f = new py::object();  // never destroyed: used until the interpreter ends
+  return *f;
+}
+
+void translate(std::exception_ptr e) {
+  try {
+    if (e) std::rethrow_exception(e);
+  } catch (const remat::torch::model_error& x) {
+    if (!model_error_factory()) throw;
+    const std::size_t k = x.stage_index();
+    py::object error = model_error_factory()(
+        x.what(), k == remat::torch::model_error::no_stage ? py::object(py::none())
+                                                           : py::object(py::int_(k)));
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+  }
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_torch, m) {
-  m.doc() = "remat::torch's CPU allocation meter and generator state, for remat.torch";
+  m.doc() = "remat::torch's CPU allocation meter, generator state and profile, for remat.torch";
 
   m.def(
       "cpu_current", [] { return remat::torch::cpu_memory().current(); },
@@ -31,4 +136,29 @@ PYBIND11_MODULE(_torch, m) {
       m, "RngState", "The CPU generator's state (what dropout draws from), held without a tensor.");
   m.def("save_cpu_rng", &remat::torch::detail::save_cpu_rng);
   m.def("restore_cpu_rng", &remat::torch::detail::restore_cpu_rng, py::arg("state"));
+
+  m.def("profile", &profile, py::arg("forwards"), py::arg("parameters"), py::arg("buffers"),
+        py::arg("sample"), py::arg("loss"), py::arg("meter"), py::arg("warmup"), py::arg("runs"),
+        "remat::torch::profile of stages given as Python callables, each with the parameters and "
+        "buffers it declares; `meter` None for the CPU meter, else an object with current, peak "
+        "and reset_peak. The model is left as it was (gradients, buffers, the CPU generator).");
+  m.def(
+      "_register_model_error",
+      [](py::object factory) { model_error_factory() = std::move(factory); },
+      "Called once by remat.torch: factory(message, stage_index) makes its ModelError.");
+  py::register_exception_translator(&translate);
+
+  m.def(
+      "expected_op_peaks",
+      [](const remat::io::chain_file& chain, const std::vector<remat::op>& ops,
+         std::vector<remat::size_type> backward_slack) {
+        remat::torch::profiled_chain p;
+        p.chain = chain.chain;
+        p.backward_slack = std::move(backward_slack);
+        return remat::torch::expected_op_peaks(p, ops);
+      },
+      py::arg("chain"), py::arg("ops"), py::arg("backward_slack"),
+      "What running `ops` allocates at each op, by a profile (remat::torch::expected_op_peaks): "
+      "the simulator's op peaks on the profiled chain, less the backward slack (per stage, the "
+      "loss last) on each B and on the loss. ValueError for an invalid schedule.");
 }

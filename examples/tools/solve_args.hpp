@@ -4,6 +4,7 @@
 
 #include "bandwidth_arg.hpp"
 
+#include <remat/io/size.hpp>
 #include <remat/solve.hpp>
 
 #include <algorithm>
@@ -121,43 +122,14 @@ inline std::string usage_text() {
   return text;
 }
 
-/// `SIZE`: a non-negative integer with an optional unit (B, KB, MB, GB, KiB, MiB, GiB), exactly
-/// as written (no sign, no space, no fraction). Throws `usage_error` saying what is wrong.
+/// `SIZE` (remat::io::parse_size): a non-negative integer with an optional unit (B, KB, MB, GB,
+/// KiB, MiB, GiB), exactly as written. Throws `usage_error` saying what is wrong.
 inline size_type parse_size(std::string_view text) {
-  std::size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  const std::string_view number = text.substr(0, digits);
-  const std::string_view unit = text.substr(digits);
-  const auto bad = [&](const std::string& why) -> usage_error {
-    return usage_error("--budget '" + std::string(text) + "': " + why);
-  };
-  if (number.empty() || unit.starts_with(".") || unit.starts_with(","))
-    throw bad("must be a non-negative integer with an optional unit (e.g. 800, 12GB, 1536MiB)");
-  struct suffix {
-    std::string_view name;
-    size_type factor;
-  };
-  static constexpr suffix units[] = {{"", 1},
-                                     {"B", 1},
-                                     {"KB", 1000},
-                                     {"MB", 1000000},
-                                     {"GB", 1000000000},
-                                     {"KiB", size_type{1} << 10},
-                                     {"MiB", size_type{1} << 20},
-                                     {"GiB", size_type{1} << 30}};
-  const auto* found = std::find_if(std::begin(units), std::end(units),
-                                   [&](const suffix& s) { return s.name == unit; });
-  if (found == std::end(units))
-    throw bad("unknown unit '" + std::string(unit) + "' (use B, KB, MB, GB, KiB, MiB or GiB)");
-  constexpr size_type limit = std::numeric_limits<size_type>::max();
-  size_type value = 0;
-  for (const char ch : number) {
-    const size_type digit = ch - '0';
-    if (value > (limit - digit) / 10) throw bad("too large (the limit is 2^63 - 1 units)");
-    value = value * 10 + digit;
+  try {
+    return io::parse_size(text);
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(std::string("--budget ") + e.what());
   }
-  if (value > limit / found->factor) throw bad("too large (the limit is 2^63 - 1 units)");
-  return value * found->factor;
 }
 
 namespace detail {

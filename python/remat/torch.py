@@ -5,13 +5,13 @@
     loss_fn(y).backward()         # the rest: recomputations and backwards, through autograd
 
 What it does mirrors remat::torch's C++ executor (include/remat/torch/executor.hpp): the stages
-are profiled at each input shape (times; sizes exact to the byte from remat::torch's CPU
-allocation meter, module remat._torch, or from torch.cuda's statistics on a GPU), the chain is
-solved for the budget, and one custom autograd Function runs the schedule: its forward runs the
-ops before the loss, its backward the ops after it. A stage run twice behaves as if it ran once:
-the same dropout masks (the generator's state is put back for a recomputation) and batch norm's
-running statistics updated once (a recomputation restores them). Gradients of parameters and of
-the input are those of plain autograd, bit for bit.
+are profiled at each input shape by remat::torch::profile (module remat._torch; times, and sizes
+exact to the byte from remat::torch's CPU allocation meter, or from torch.cuda's statistics on a
+GPU), the chain is solved for the budget, and one custom autograd Function runs the schedule:
+its forward runs the ops before the loss, its backward the ops after it. A stage run twice
+behaves as if it ran once: the same dropout masks (the generator's state is put back for a
+recomputation) and batch norm's running statistics updated once (a recomputation restores them).
+Gradients of parameters and of the input are those of plain autograd, bit for bit.
 """
 
 from __future__ import annotations
@@ -44,6 +44,17 @@ class ModelError(ValueError):
             "the model" if stage_index is None else f"stage {stage_index}")
         super().__init__(f"{where}: {message}")
         self.stage_index = None if stage_index == "loss" else stage_index
+
+
+def _model_error(message, stage_index):
+    """remat::torch's model_error as a ModelError: its message as it is."""
+    e = ModelError.__new__(ModelError)
+    ValueError.__init__(e, message)
+    e.stage_index = stage_index
+    return e
+
+
+_meter._register_model_error(_model_error)
 
 
 class BudgetError(ValueError):
@@ -136,24 +147,34 @@ def _recording_input(a):
     return x
 
 
-def _leaves(output, exclude):
-    """The tensors output's graph accumulates into (its AccumulateGrad nodes), but `exclude`."""
-    out, seen, stack = [], set(), []
+def _accumulators(output, exclude):
+    """The AccumulateGrad nodes of output's graph, with the tensor each accumulates into, but
+    `exclude`'s."""
+    # A node's Python object lives while something holds it, and its id may be reused after:
+    # `seen` holds them, so that an id names one node.
+    out, seen, stack = [], {}, []
     if output.grad_fn is not None:
         stack.append(output.grad_fn)
     while stack:
         node = stack.pop()
         if id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         v = getattr(node, "variable", None)
         if v is not None and type(node).__name__ == "AccumulateGrad":
-            if v is not exclude and all(v is not o for o in out):
-                out.append(v)
+            if v is not exclude:
+                out.append((node, v))
             continue
         for nxt, _ in node.next_functions:
             if nxt is not None:
                 stack.append(nxt)
+    return out
+
+
+def _leaves(output, exclude):
+    """The tensors output's graph accumulates into, but `exclude`."""
+    out = []
+    _add_unique(out, [v for _, v in _accumulators(output, exclude)])
     return out
 
 
@@ -215,9 +236,11 @@ def _default_loss(y):
 @dataclass
 class _State:
     """What the stages and the loss own: parameters (every leaf their graphs reach, declared or
-    not) and, per stage, the buffers its module declares."""
+    not; `loss_parameters` those the loss's graph reaches) and, per stage, the buffers its module
+    declares."""
     parameters: list
     buffers: list  # per stage
+    loss_parameters: list
 
 
 def _discover(stages, sample, loss, rng):
@@ -246,12 +269,13 @@ def _discover(stages, sample, loss, rng):
         with torch.enable_grad():
             l = _in_stage("loss", "forward", loss, leaf)
         _check_loss(l)
-        _add_unique(params, _leaves(l, leaf))
+        loss_params = _leaves(l, leaf)
+        _add_unique(params, loss_params)
         del l, leaf, a
     finally:
         _copy_into(every, copies)
         rng.restore(saved_rng)
-    return _State(params, declared)
+    return _State(params, declared, loss_params)
 
 
 def _define_gradients(params):
@@ -260,30 +284,6 @@ def _define_gradients(params):
     for p in params:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-
-
-class _SavedState:
-    """Gradients (or their absence), buffers and generators, put back by restore()."""
-
-    def __init__(self, state, rng):
-        self.params = state.parameters
-        self.grads = [p.grad.detach().clone() if p.grad is not None else None for p in self.params]
-        self.buffers = []
-        for bs in state.buffers:
-            _add_unique(self.buffers, bs)
-        self.copies = _clones(self.buffers)
-        self.rng = rng
-        self.rng_state = rng.save()
-
-    def restore(self):
-        with torch.no_grad():
-            for p, g in zip(self.params, self.grads):
-                if g is not None and p.grad is not None:
-                    p.grad.copy_(g)
-                else:
-                    p.grad = g
-        _copy_into(self.buffers, self.copies)
-        self.rng.restore(self.rng_state)
 
 
 # --- profiling -------------------------------------------------------------------------------------
@@ -299,17 +299,8 @@ class Profile:
 
     def expected_op_peaks(self, ops):
         """What running `ops` allocates at each op: the simulator's op peaks on the profiled chain,
-        less the backward slack on each B and on the loss."""
-        r = simulate(self.chain, ops)
-        if not r.valid:
-            raise ValueError(f"expected_op_peaks: {r.message}")
-        peaks = list(r.op_peak)
-        for i, o in enumerate(ops):
-            if o.kind == "B":
-                peaks[i] -= self.backward_slack[o.index]
-            elif o.kind == "loss":
-                peaks[i] -= self.backward_slack[-1]
-        return peaks
+        less the backward slack on each B and on the loss (remat::torch::expected_op_peaks)."""
+        return _meter.expected_op_peaks(self.chain, ops, self.backward_slack)
 
 
 class _Capture(torch.autograd.Function):
@@ -327,113 +318,41 @@ class _Capture(torch.autograd.Function):
         return None, None, None
 
 
-def _profile(stages, state, sample, loss, meter, rng, warmup, runs):
-    saved = _SavedState(state, rng)
-    total = warmup + runs
-    outputs, specs, slack = [], [], []
+def _profile(stages, sample, loss, meter, rng, warmup, runs):
+    """remat::torch::profile (remat._torch) of the stages, with the loss as Checkpointed runs
+    it: on a Function's output, until the gradient reaches that Function's backward (after
+    which nothing is allocated), so that the measured loss is the loss op of a step."""
+    outputs = [None] * len(stages)
+
+    def forward(k, s):
+        def run(x):
+            y = _in_stage(k, "forward", s, x)
+            meter.sync()  # a GPU's forward, timed to its end
+            if isinstance(y, torch.Tensor):
+                outputs[k] = _shape(y)
+            return y
+        return run
+
+    reached = []
     probe = torch.empty(0, requires_grad=True)
+
+    def loss_as_run(leaf):
+        return loss(_Capture.apply(leaf, probe, lambda g: reached.append(True)))
+
+    generators = rng.save()  # remat::torch puts back the CPU generator; this, a GPU's too
     try:
-        _define_gradients(state.parameters)
-        a = sample
-        for k, s in enumerate(stages):
-            out_size = fw_overhead = tape = rec_overhead = bw_rise = 0
-            fw, bw = [], []
-            nxt = None
-            for r in range(total):
-                nxt = None
-                with torch.no_grad():
-                    meter.sync()
-                    meter.reset_peak()
-                    c0 = meter.current()
-                    t0 = time.perf_counter()
-                    y = _in_stage(k, "forward (no grad)", s, a)
-                    meter.sync()
-                    ms = (time.perf_counter() - t0) * 1e3
-                    c1 = meter.current()
-                _check_output(k, a, y)
-                if r == 0:
-                    outputs.append(_shape(y))
-                elif _shape(y) != outputs[k]:
-                    raise ModelError(k, f"its output's shape changes from run to run "
-                                        f"({outputs[k][0]}, then {tuple(y.shape)})")
-                if r >= warmup:
-                    out_size = max(out_size, c1 - c0)
-                    fw_overhead = max(fw_overhead, meter.peak() - c1)
-                    fw.append(ms)
-                nxt = y
-                del y
-            for r in range(total):
-                x = _recording_input(a)
-                meter.reset_peak()
-                c0 = meter.current()
-                with torch.enable_grad():
-                    y = _in_stage(k, "forward (recording)", s, x)
-                c1 = meter.current()
-                _check_output(k, x, y)
-                if not y.requires_grad:
-                    raise ModelError(k, "its output does not require grad when recorded")
-                if _shape(y) != outputs[k]:
-                    raise ModelError(k, "its output's shape differs when recorded")
-                recording_peak = meter.peak()
-                g = torch.ones_like(y)
-                meter.sync()
-                meter.reset_peak()
-                c2 = meter.current()
-                t0 = time.perf_counter()
-                _in_stage(k, "backward", torch.autograd.backward, y, g)
-                meter.sync()
-                ms = (time.perf_counter() - t0) * 1e3
-                if r >= warmup:
-                    tape = max(tape, c1 - c0)
-                    rec_overhead = max(rec_overhead, recording_peak - c1)
-                    bw_rise = max(bw_rise, meter.peak() - c2)
-                    bw.append(ms)
-                del x, y, g
-            a_bytes = _nbytes(a)
-            slack.append(max(0, a_bytes - bw_rise))
-            specs.append(dict(forward_time=sorted(fw)[len(fw) // 2],
-                              backward_time=sorted(bw)[len(bw) // 2],
-                              output_size=out_size, tape_size=max(tape, out_size),
-                              forward_overhead=fw_overhead,
-                              backward_overhead=max(0, bw_rise - a_bytes),
-                              recording_overhead=rec_overhead
-                              if rec_overhead != fw_overhead else None))
-            a = nxt
-            del nxt
-        # The loss as Checkpointed runs it: on a Function's output, until the gradient reaches
-        # that Function's backward.
-        lt, rise = [], 0
-        for r in range(total):
-            seen = {}
-
-            def on_backward(g, seen=seen):
-                meter.sync()
-                seen["peak"] = meter.peak()
-                seen["t"] = time.perf_counter()
-
-            meter.reset_peak()
-            c0 = meter.current()
-            t0 = time.perf_counter()
-            with torch.enable_grad():
-                y = _Capture.apply(a, probe, on_backward)
-                l = _in_stage("loss", "forward", loss, y)
-                del y
-                _check_loss(l)
-                _in_stage("loss", "backward", l.backward)
-            del l
-            if "peak" not in seen:
-                raise ModelError("loss", "its gradient does not reach the model's output")
-            if r >= warmup:
-                rise = max(rise, seen["peak"] - c0)
-                lt.append((seen["t"] - t0) * 1e3)
-        a_bytes = _nbytes(a)
-        slack.append(max(0, a_bytes - rise))
-        chain = Chain([Stage(**sp) for sp in specs], input_size=_nbytes(sample),
-                      loss_time=sorted(lt)[len(lt) // 2], loss_overhead=max(0, rise - a_bytes),
-                      name="remat.torch profile", time_unit="ms", memory_unit="bytes")
+        p = _meter.profile([forward(k, s) for k, s in enumerate(stages)],
+                           [list(s.parameters()) for s in stages],
+                           [list(s.buffers()) for s in stages], sample, loss_as_run,
+                           None if meter is cpu_meter else meter, warmup, runs)
     finally:
-        saved.restore()
-    return Profile(chain, outputs, slack)
+        rng.restore(generators)
+    if not reached:
+        raise ModelError("loss", "its gradient does not reach the model's output")
+    chain = Chain([Stage(**sp) for sp in p["stages"]], input_size=p["input_size"],
+                  loss_time=p["loss_time"], loss_overhead=p["loss_overhead"],
+                  name="remat.torch profile", time_unit="ms", memory_unit="bytes")
+    return Profile(chain, outputs, p["backward_slack"])
 
 
 def profile(stages, sample, loss=None, warmup=1, runs=3):
@@ -444,8 +363,7 @@ def profile(stages, sample, loss=None, warmup=1, runs=3):
     stages = _stage_list(stages)
     rng = _Rng(sample.device)
     loss = loss or _default_loss
-    state = _discover(stages, sample, loss, rng)
-    return _profile(stages, state, sample, loss, _meter_for(sample), rng, warmup, runs)
+    return _profile(stages, sample, loss, _meter_for(sample), rng, warmup, runs)
 
 
 def _stage_list(stages):
@@ -480,6 +398,8 @@ class _Step:
         self.op_totals = []  # the same, with what autograd and the caller held beside
         self.residue = 0
         self.outside = 0
+        self.earlier = None  # the op's peak before its latest new parameter gradient, above base
+        self.watch_new_gradients = False
 
     def input_of(self, k):
         return self.a[k] if self.a[k] is not None else self.t[k][1]
@@ -526,12 +446,39 @@ class _Step:
             gk = self.g[k + 1]
             self.t[k + 1] = None
             self.g[k + 1] = None
-            _in_stage(k, "backward", torch.autograd.backward, y, gk)
+            hooks = self.watch(y, x) if self.watch_new_gradients else []
+            try:
+                _in_stage(k, "backward", torch.autograd.backward, y, gk)
+            finally:
+                for h in hooks:
+                    h.remove()
             self.g[k] = x.grad if x.requires_grad else None
             del x, y, gk
             self.a[k] = None
         else:
             raise ValueError(f"remat.torch runs schedules without offloading only (op {op})")
+
+    def watch(self, y, x):
+        """Hooks on the accumulators of y's graph whose parameter has no gradient yet. Autograd
+        gives such a parameter the gradient its backward computed (where one that exists is
+        added to, and the computed one freed): plain autograd's cost, which a zero gradient
+        defined beforehand would double. Gradients are outside the budget: from the moment the
+        new one is kept, the op is measured above it (split in two, as the C++ executor does
+        for the loss's parameters)."""
+        return [node.register_prehook(self.new_gradient(v))
+                for node, v in _accumulators(y, x) if v.grad is None]
+
+    def new_gradient(self, p):
+        m = self.owner._meter
+
+        def hook(grads):
+            if p.grad is None and grads[0] is not None:
+                m.sync()
+                peak = m.peak() - self.base
+                self.earlier = peak if self.earlier is None else max(self.earlier, peak)
+                self.base += _nbytes(p)
+                m.reset_peak()
+        return hook
 
 
 class _Run(torch.autograd.Function):
@@ -609,8 +556,8 @@ class Checkpointed(torch.nn.Module):
         key = _shape(x)
         entry = self._shapes.get(key)
         if entry is None:
-            entry = _Entry(_profile(list(self.stages), self._state, x, self.loss, self._meter,
-                                    self._rng, self.warmup, self.runs))
+            entry = _Entry(_profile(list(self.stages), x, self.loss, self._meter, self._rng,
+                                    self.warmup, self.runs))
             self._shapes[key] = entry
         return entry, self._plan_for_key(entry)
 
@@ -663,10 +610,13 @@ class Checkpointed(torch.nn.Module):
         self.last = None
         return _Run.apply(self, entry, plan, x, self._probe)
 
-    def _measure(self, step, i, op, base):
-        peak = self._meter.peak() - base
+    def _measure(self, step, i, op, outside):
+        total = self._meter.peak() - step.base
+        if step.earlier is not None:
+            total = max(total, step.earlier)
+        peak = total - outside
         step.op_peaks.append(peak)
-        step.op_totals.append(self._meter.peak() - step.base)
+        step.op_totals.append(total)
         if self.enforce_budget and peak > int(self.budget):
             raise BudgetError(f"op {i} ({op}) allocated {peak} bytes, above the budget of "
                               f"{int(self.budget)}", None)
@@ -675,7 +625,9 @@ class Checkpointed(torch.nn.Module):
         entry, plan = step.entry, step.plan
         step.expected = entry.profile.expected_op_peaks(plan.ops)
         step.loss_index = next(i for i, o in enumerate(plan.ops) if o.kind == "loss")
-        _define_gradients(self._state.parameters)
+        # The stages' parameters get their gradients as in plain autograd (_Step.watch); the
+        # loss's graph runs in the caller's backward, outside the schedule's ops.
+        _define_gradients(self._state.loss_parameters)
         for k, bs in enumerate(self._state.buffers):
             _copy_into(self._step_start[k], bs)
         step.rng_at_start = self._rng.save()
@@ -690,7 +642,7 @@ class Checkpointed(torch.nn.Module):
                 m.reset_peak()
                 step.run(op)
                 m.sync()
-                self._measure(step, i, op, step.base)
+                self._measure(step, i, op, 0)
         except BaseException:
             for k, bs in enumerate(self._state.buffers):
                 _copy_into(bs, self._step_start[k])
@@ -726,13 +678,15 @@ class Checkpointed(torch.nn.Module):
         model_after_loss = simulate(step.entry.profile.chain, plan.ops).memory_after[step.loss_index]
         step.residue = m.current() - step.base - model_after_loss
         step.outside = step.residue
+        step.watch_new_gradients = any(p.grad is None for p in self._state.parameters)
         try:
             for i in range(step.loss_index + 1, len(plan.ops)):
                 op = plan.ops[i]
                 m.reset_peak()
+                step.earlier = None
                 step.run(op)
                 m.sync()
-                self._measure(step, i, op, step.base + step.residue)
+                self._measure(step, i, op, step.residue)
                 if op.kind == "B" and op.index == L - 1:
                     # Autograd keeps the gradient it handed to _Run.backward until that returns.
                     step.residue += step.engine_gradient_bytes

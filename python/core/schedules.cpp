@@ -1,0 +1,181 @@
+// Schedules for Python: Op, and the simulator's replay of any op sequence.
+#include "bindings.hpp"
+
+#include <remat/io/chain_json.hpp>
+#include <remat/schedule.hpp>
+#include <remat/simulate.hpp>
+
+#include <pybind11/stl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace remat::python {
+
+namespace {
+
+remat::op_kind kind_from_name(const std::string& n) {
+  using remat::op_kind;
+  static const std::pair<const char*, op_kind> names[] = {
+      {"F_none", op_kind::forward_none}, {"F_ck", op_kind::forward_checkpoint},
+      {"F_all", op_kind::forward_all},   {"loss", op_kind::loss},
+      {"B", op_kind::backward},          {"O", op_kind::offload},
+      {"offload", op_kind::offload},     {"P", op_kind::prefetch},
+      {"prefetch", op_kind::prefetch},   {"W", op_kind::wait},
+      {"wait", op_kind::wait}};
+  for (const auto& [text, k] : names)
+    if (n == text) return k;
+  throw py::value_error("unknown op kind '" + n +
+                        "' (known: F_none, F_ck, F_all, loss, B, O|offload, P|prefetch, W|wait)");
+}
+
+remat::op make_op(const std::string& kind, std::int32_t index, std::optional<std::string> tensor) {
+  remat::op o{kind_from_name(kind), index};
+  if (remat::is_transfer(o.kind)) {
+    const std::string t = tensor.value_or("a");
+    if (t != "a" && t != "t")
+      throw py::value_error("a transfer's tensor is 'a' (activation) or 't' (tape), not '" + t +
+                            "'");
+    o.tensor = t == "t" ? remat::tensor_kind::tape : remat::tensor_kind::activation;
+  } else if (tensor) {
+    throw py::value_error(std::string(remat::name(o.kind)) +
+                          " is a compute op: it moves no tensor (tensor=None)");
+  }
+  return o;
+}
+
+const char* replay_error_name(remat::replay_error e) {
+  using remat::replay_error;
+  switch (e) {
+    case replay_error::none: return "none";
+    case replay_error::bad_kind: return "bad_kind";
+    case replay_error::bad_stage: return "bad_stage";
+    case replay_error::input_missing: return "input_missing";
+    case replay_error::output_already_held: return "output_already_held";
+    case replay_error::gradient_missing: return "gradient_missing";
+    case replay_error::tape_missing: return "tape_missing";
+    case replay_error::after_end: return "after_end";
+    case replay_error::incomplete: return "incomplete";
+    case replay_error::no_bandwidth: return "no_bandwidth";
+    case replay_error::not_on_device: return "not_on_device";
+    case replay_error::already_on_host: return "already_on_host";
+    case replay_error::no_host_copy: return "no_host_copy";
+  }
+  return "?";
+}
+
+struct py_replay {
+  remat::replay_result r;
+  std::string message;
+};
+
+std::vector<remat::op> ops_from(py::handle ops) {
+  std::vector<remat::op> out;
+  for (py::handle o : ops) {
+    if (!py::isinstance<remat::op>(o))
+      throw py::type_error("ops must be remat.Op values (got " +
+                           std::string(py::str(py::type::handle_of(o).attr("__name__"))) + ")");
+    out.push_back(o.cast<remat::op>());
+  }
+  return out;
+}
+
+void bind_op(py::module_& m) {
+  py::class_<remat::op>(m, "Op",
+                        "One operation of a schedule: F_none(k), F_ck(k), F_all(k), loss, B(k), "
+                        "and with offloading O(k,a|t), P(k,a|t), W(k,a|t).")
+      .def(py::init(&make_op), py::arg("kind"), py::arg("index"), py::arg("tensor") = py::none())
+      .def_property_readonly(
+          "kind", [](const remat::op& o) { return std::string(remat::name(o.kind)); },
+          "F_none, F_ck, F_all, loss, B, O, P or W.")
+      .def_property_readonly(
+          "index", [](const remat::op& o) { return o.stage; },
+          "The stage k (the loss: the chain's length; a transfer: k of a_k or t_k).")
+      .def_property_readonly(
+          "tensor",
+          [](const remat::op& o) -> std::optional<std::string> {
+            if (!remat::is_transfer(o.kind)) return std::nullopt;
+            return o.tensor == remat::tensor_kind::tape ? "t" : "a";
+          },
+          "'a' or 't' for a transfer, None for a compute op.")
+      .def_property_readonly("is_transfer",
+                             [](const remat::op& o) { return remat::is_transfer(o.kind); })
+      .def("__eq__", [](const remat::op& a, const remat::op& b) { return a == b; })
+      .def("__hash__",
+           [](const remat::op& o) {
+             return py::hash(py::make_tuple(static_cast<int>(o.kind), o.stage,
+                                            static_cast<int>(o.tensor)));
+           })
+      .def("__str__", [](const remat::op& o) { return remat::to_string(o); })
+      .def("__repr__", [](const remat::op& o) {
+        std::string s = "Op('" + std::string(remat::name(o.kind)) + "', " + std::to_string(o.stage);
+        if (remat::is_transfer(o.kind))
+          s += o.tensor == remat::tensor_kind::tape ? ", 't'" : ", 'a'";
+        return s + ")";
+      });
+}
+
+void bind_replay(py::module_& m) {
+  py::class_<py_replay>(m, "ReplayResult",
+                        "What replaying an op sequence found (the simulator, docs/model.md and "
+                        "docs/offload.md).")
+      .def_property_readonly("valid", [](const py_replay& p) { return p.r.valid(); })
+      .def_property_readonly(
+          "error",
+          [](const py_replay& p) -> std::optional<std::string> {
+            if (p.r.valid()) return std::nullopt;
+            return replay_error_name(p.r.error);
+          },
+          "None for a valid schedule, else why the first invalid op cannot run.")
+      .def_property_readonly(
+          "message", [](const py_replay& p) { return p.message; },
+          "One line: 'valid', or e.g. 'op 5 (B(2)): needs t_3, which is not held'.")
+      .def_property_readonly("first_invalid",
+                             [](const py_replay& p) -> std::optional<std::size_t> {
+                               if (p.r.valid()) return std::nullopt;
+                               return p.r.first_invalid;
+                             })
+      .def_property_readonly("makespan", [](const py_replay& p) { return p.r.makespan; })
+      .def_property_readonly("peak_memory", [](const py_replay& p) { return p.r.peak_memory; })
+      .def_property_readonly("memory_after", [](const py_replay& p) { return p.r.memory_after; })
+      .def_property_readonly("op_peak", [](const py_replay& p) { return p.r.op_peak; })
+      .def_property_readonly("start", [](const py_replay& p) { return p.r.start; })
+      .def_property_readonly("end", [](const py_replay& p) { return p.r.end; })
+      .def("fits", [](const py_replay& p, remat::size_type budget) { return p.r.fits(budget); },
+           py::arg("budget"))
+      .def("__bool__", [](const py_replay& p) { return p.r.valid(); })
+      .def("__repr__", [](const py_replay& p) {
+        std::ostringstream o;
+        o.precision(17);
+        if (!p.r.valid()) return "ReplayResult(invalid: " + p.message + ")";
+        o << "ReplayResult(makespan=" << p.r.makespan << ", peak_memory=" << p.r.peak_memory
+          << ")";
+        return o.str();
+      });
+}
+
+}  // namespace
+
+void bind_schedules(py::module_& m) {
+  bind_op(m);
+  bind_replay(m);
+  m.def(
+      "simulate",
+      [](const remat::io::chain_file& c, py::handle ops) {
+        const std::vector<remat::op> list = ops_from(ops);
+        py_replay out;
+        out.r = remat::simulate(c.chain, std::span<const remat::op>(list));
+        out.message = remat::describe(out.r, list);
+        return out;
+      },
+      py::arg("chain"), py::arg("ops"),
+      "Replays any op sequence on the chain: validity, makespan, peak, per-op memory and times.");
+}
+
+}  // namespace remat::python

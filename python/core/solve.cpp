@@ -1,0 +1,210 @@
+// Solving for Python: solve (with the plan replayed on the chain's own sizes, as remat-solve
+// reports it), the trade-off curve, and the solvers' names.
+#include "bindings.hpp"
+
+#include <remat/io/chain_json.hpp>
+#include <remat/io/size.hpp>
+#include <remat/solve.hpp>
+#include <remat/trade_off.hpp>
+
+#include <pybind11/stl.h>
+
+#include <cstddef>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace remat::python {
+
+namespace {
+
+using remat::size_type;
+
+remat::solver solver_named(const std::string& n) {
+  std::string normalized = n;
+  for (char& ch : normalized)
+    if (ch == '_') ch = '-';
+  if (const auto s = remat::solver_from_name(normalized)) return *s;
+  std::string known;
+  for (const remat::solver s : remat::all_solvers)
+    known += (known.empty() ? "" : ", ") + std::string(remat::name(s));
+  throw py::value_error("unknown solver '" + n + "' (known: " + known + ")");
+}
+
+size_type budget_from(py::handle budget) {
+  if (py::isinstance<py::str>(budget)) {
+    try {
+      return remat::io::parse_size(budget.cast<std::string>());
+    } catch (const std::invalid_argument& e) {
+      throw py::value_error(std::string("budget ") + e.what());
+    }
+  }
+  if (PyBool_Check(budget.ptr()) || !PyIndex_Check(budget.ptr()))
+    throw py::type_error("budget must be an int (bytes, or the chain's memory unit) or a string "
+                         "with a unit such as '512MiB'");
+  const auto b = py::reinterpret_steal<py::int_>(PyNumber_Index(budget.ptr()));
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(b.ptr(), &overflow);
+  if (overflow != 0 || value < 0)
+    throw py::value_error("budget must be between 0 and 2^63 - 1 (got " +
+                          std::string(py::str(py::handle(b))) + ")");
+  return static_cast<size_type>(value);
+}
+
+size_type slots_from(py::handle slots) {
+  if (slots.is_none()) return remat::auto_slots;
+  if (py::isinstance<py::str>(slots)) {
+    const auto s = slots.cast<std::string>();
+    if (s == "exact") return remat::exact_units;
+    if (s == "auto") return remat::auto_slots;
+    throw py::value_error("slots must be None (auto), 'exact' or a positive int, not '" + s + "'");
+  }
+  if (PyBool_Check(slots.ptr()) || !PyIndex_Check(slots.ptr()))
+    throw py::type_error("slots must be None (auto), 'exact' or a positive int");
+  const auto n = slots.cast<long long>();
+  if (n < 1) throw py::value_error("slots must be a positive int (got " + std::to_string(n) + ")");
+  return static_cast<size_type>(n);
+}
+
+std::size_t coarsen_from(py::handle coarsen) {
+  if (coarsen.is_none()) return remat::no_coarsening;
+  if (py::isinstance<py::str>(coarsen)) {
+    if (coarsen.cast<std::string>() == "auto") return remat::auto_coarsening;
+    throw py::value_error("coarsen must be None, 'auto' or a positive int, not '" +
+                          coarsen.cast<std::string>() + "'");
+  }
+  if (PyBool_Check(coarsen.ptr()) || !PyIndex_Check(coarsen.ptr()))
+    throw py::type_error("coarsen must be None, 'auto' or a positive int");
+  const auto n = coarsen.cast<long long>();
+  if (n < 1) throw py::value_error("coarsen must be a positive int (got " + std::to_string(n) + ")");
+  return static_cast<std::size_t>(n);
+}
+
+// What `solve` returns: the library's result, with the plan replayed on the chain's own sizes as
+// remat-solve reports it (chain-format.md: makespan and peak_memory are the replay's).
+struct py_result {
+  std::string solver;
+  remat::solve_result r;
+  remat::replay_result replayed;
+};
+
+std::string result_repr(const py_result& p) {
+  std::ostringstream o;
+  o.precision(17);
+  o << "SolveResult(solver='" << p.solver << "', feasible=" << (p.r.feasible ? "True" : "False")
+    << ", budget=" << p.r.budget;
+  if (p.r.feasible)
+    o << ", makespan=" << p.replayed.makespan << ", peak_memory=" << p.replayed.peak_memory
+      << ", ops=" << p.r.plan.ops.size();
+  else if (p.r.min_feasible_budget != remat::solve_result::no_budget)
+    o << ", min_feasible_budget=" << p.r.min_feasible_budget;
+  o << ")";
+  return o.str();
+}
+
+void bind_result(py::module_& m) {
+  py::class_<py_result>(m, "SolveResult", "What `solve` found for one budget.")
+      .def_property_readonly("solver", [](const py_result& p) { return p.solver; })
+      .def_property_readonly("feasible", [](const py_result& p) { return p.r.feasible; })
+      .def_property_readonly("budget", [](const py_result& p) { return p.r.budget; })
+      .def_property_readonly(
+          "makespan",
+          [](const py_result& p) -> std::optional<double> {
+            if (!p.r.feasible) return std::nullopt;
+            return p.replayed.makespan;
+          },
+          "The schedule's time, replayed on the chain's own sizes; None when nothing fits.")
+      .def_property_readonly(
+          "peak_memory",
+          [](const py_result& p) -> std::optional<size_type> {
+            if (!p.r.feasible) return std::nullopt;
+            return p.replayed.peak_memory;
+          },
+          "The schedule's peak, replayed on the chain's own sizes; None when nothing fits.")
+      .def_property_readonly(
+          "min_feasible_budget",
+          [](const py_result& p) -> std::optional<size_type> {
+            if (p.r.min_feasible_budget == remat::solve_result::no_budget) return std::nullopt;
+            return p.r.min_feasible_budget;
+          },
+          "The least budget at which this solver, with these options, finds a schedule; None "
+          "when none does (too few slots).")
+      .def_property_readonly("ops", [](const py_result& p) { return p.r.plan.ops; })
+      .def_property_readonly(
+          "predicted_makespan", [](const py_result& p) { return p.r.plan.makespan; },
+          "The makespan the solver computed (equal to `makespan` up to rounding).")
+      .def_property_readonly("unit", [](const py_result& p) { return p.r.unit; })
+      .def_property_readonly("exact", [](const py_result& p) { return p.r.exact; })
+      .def_property_readonly("memory_loss", [](const py_result& p) { return p.r.memory_loss; })
+      .def_property_readonly("makespan_loss", [](const py_result& p) { return p.r.makespan_loss; })
+      .def_property_readonly("coarse_length",
+                             [](const py_result& p) { return p.r.coarse_length; })
+      .def_property_readonly("largest_block",
+                             [](const py_result& p) { return p.r.largest_block; })
+      .def("__bool__", [](const py_result& p) { return p.r.feasible; })
+      .def("__repr__", &result_repr);
+}
+
+py_result solve_one(const remat::io::chain_file& c, py::handle budget, const std::string& solver,
+                    py::handle slots, py::handle coarsen, unsigned threads) {
+  remat::solve_options options;
+  options.solver = solver_named(solver);
+  options.slots = slots_from(slots);
+  options.coarsen = coarsen_from(coarsen);
+  options.threads = threads;
+  const size_type b = budget_from(budget);
+  py_result out;
+  out.solver = std::string(remat::name(options.solver));
+  {
+    const py::gil_scoped_release no_gil;  // pure: other Python threads may run
+    out.r = remat::solve(c.chain, b, options);
+    if (out.r.feasible) out.replayed = remat::simulate(c.chain, out.r.plan);
+  }
+  return out;
+}
+
+std::vector<std::pair<size_type, double>> trade_off_of(const remat::io::chain_file& c,
+                                                        const std::string& solver) {
+  remat::solve_options options;
+  options.solver = solver_named(solver);
+  remat::trade_off_result t;
+  {
+    const py::gil_scoped_release no_gil;
+    t = remat::trade_off(c.chain, options);
+  }
+  std::vector<std::pair<size_type, double>> out;
+  for (const remat::trade_off_point& p : t.points) out.emplace_back(p.budget, p.makespan);
+  return out;
+}
+
+}  // namespace
+
+void bind_solve(py::module_& m) {
+  bind_result(m);
+  m.def("solve", &solve_one, py::arg("chain"), py::arg("budget"), py::arg("solver") = "optimal",
+        py::arg("slots") = py::none(), py::arg("coarsen") = py::none(), py::arg("threads") = 1,
+        "The fastest schedule of `solver` within `budget` (an int in the chain's memory unit, or "
+        "a string such as '512MiB'). slots: None (auto), 'exact' or N; coarsen: None, 'auto' or "
+        "N. An infeasible budget is a result (feasible is False, min_feasible_budget says what "
+        "fits); a request the solver cannot honour raises SolverError.");
+  m.def("trade_off", &trade_off_of, py::arg("chain"), py::arg("solver") = "optimal",
+        "The exact trade-off curve of `optimal` (or `checkpoint-only`): (budget, makespan) pairs, "
+        "increasing budgets and decreasing makespans, from the least feasible budget to the "
+        "fastest schedule's peak.");
+  m.def(
+      "solvers",
+      [] {
+        std::vector<std::string> out;
+        for (const remat::solver s : remat::all_solvers) out.emplace_back(remat::name(s));
+        return out;
+      },
+      "The solvers' names, in the order remat-solve lists them.");
+  m.def(
+      "needs_link", [](const std::string& solver) { return remat::needs_link(solver_named(solver)); },
+      py::arg("solver"), "Whether the solver needs the chain's link to host memory.");
+}
+
+}  // namespace remat::python
