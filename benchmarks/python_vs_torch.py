@@ -15,7 +15,8 @@ ViT) at benchmark sizes:
   other method's; and at its own least budget.
 
     PYTHONPATH=<build>/python python3 benchmarks/python_vs_torch.py \\
-        --out benchmarks/results/python_vs_torch.txt --svg benchmarks/results/python_vs_torch.svg
+        --out benchmarks/results/python_vs_torch.txt --svg benchmarks/results/python_vs_torch.svg \\
+        --json benchmarks/results/python_vs_torch.json
 
 One meter for all: remat::torch's CPU meter (remat._torch), which counts every byte that
 libtorch's CPU allocator gives out, eager tensors and the buffers inductor's generated code
@@ -37,6 +38,7 @@ least time (and its largest peak): on a shared machine the least is the run dist
 
 import argparse
 import functools
+import json
 import os
 import platform
 import subprocess
@@ -195,14 +197,21 @@ def run_model(name, a):
     for budget in sorted(budgets_run):
         configs.append((("remat", budget), checkpointed_at(budget), lambda: m.total_peak))
     best = measure(configs, x, a.rounds)
-    plans, kept = {}, {}
-    for budget in budgets_run:
+    remat_rows = {}
+    for budget in sorted(budgets_run):
         m.budget = budget
         loss(m(x)).backward()
-        plans[budget] = m.plan
-        kept[budget] = m.within_budget and m.as_predicted
-    return dict(name=name, stages=len(stages), least=least, tools=[t for t, _, _ in tools],
-                budgets=budgets, matched=matched, best=best, plans=plans, kept=kept)
+        peak, saved, ms = best[("remat", budget)]
+        remat_rows[budget] = dict(budget=budget, peak=peak, saved=saved, ms=ms,
+                                  recomputations=len(m.plan.ops) - (2 * len(stages) + 1),
+                                  kept=bool(m.within_budget and m.as_predicted))
+    rows = []
+    for tool, _, _ in tools:
+        peak, saved, ms = best[tool]
+        rows.append(dict(method=tool, peak=peak, saved=saved, ms=ms,
+                         checkpointed=remat_rows.get(matched[tool])))
+    return dict(model=name, stages=len(stages), least=least, rows=rows,
+                least_row=remat_rows[least], checkpointed=list(remat_rows.values()))
 
 
 MiB = 2**20
@@ -213,35 +222,27 @@ def table(results):
              "Checkpointed at that peak: budget (MiB) | peak (MiB) | kept | step (ms) | "
              "recomputations |",
              "|---|---|---:|---:|---|---:|---:|---:|---|---:|---:|"]
+
+    def checkpointed(c, least):
+        if c is None:
+            return f"below its least ({least / MiB:.2f}) | | | | "
+        return (f"{c['budget'] / MiB:.2f} | {c['peak'] / MiB:.2f} | "
+                f"{'yes' if c['kept'] else 'no'} | {c['ms']:.0f} | {c['recomputations']}")
+
     for r in results:
-        best, least = r["best"], r["least"]
-        saved_at_1 = next((best[t][1] for t in r["tools"] if t == "compile, budget 1"), None)
-        for tool in r["tools"] + [None]:
-            if tool is None:  # Checkpointed at its own least budget
-                label, peak, saved, ms, kept = "Checkpointed, least budget", None, None, None, None
-                budget = least
-            else:
-                label = tool
-                peak, saved, ms = best[tool]
-                budget = r["matched"][tool]
-                kept = "-"
-                if tool.startswith("compile, budget ") and saved_at_1:
-                    b = float(tool.rsplit(" ", 1)[1])
-                    kept = "yes" if saved <= b * saved_at_1 else (
-                        f"no ({saved / saved_at_1:.2f} of budget 1's)")
-            if budget is not None:
-                rp, _, rms = best[("remat", budget)]
-                plan = r["plans"][budget]
-                rec = len(plan.ops) - (2 * r["stages"] + 1)
-                ok = "yes" if r["kept"][budget] else "no"
-                remat_cells = f"{budget / MiB:.2f} | {rp / MiB:.2f} | {ok} | {rms:.0f} | {rec}"
-            else:
-                remat_cells = f"below its least ({least / MiB:.2f}) | | | | "
-            if tool is None:
-                lines.append(f"| {r['name']} | {label} | | | | | {remat_cells} |")
-            else:
-                lines.append(f"| {r['name']} | {label} | {peak / MiB:.2f} | {saved / MiB:.2f} | "
-                             f"{kept} | {ms:.0f} | {remat_cells} |")
+        saved_at_1 = next((t["saved"] for t in r["rows"] if t["method"] == "compile, budget 1"),
+                          None)
+        for t in r["rows"]:
+            kept = "-"
+            if t["method"].startswith("compile, budget ") and saved_at_1:
+                b = float(t["method"].rsplit(" ", 1)[1])
+                kept = "yes" if t["saved"] <= b * saved_at_1 else (
+                    f"no ({t['saved'] / saved_at_1:.2f} of budget 1's)")
+            lines.append(f"| {r['model']} | {t['method']} | {t['peak'] / MiB:.2f} | "
+                         f"{t['saved'] / MiB:.2f} | {kept} | {t['ms']:.0f} | "
+                         f"{checkpointed(t['checkpointed'], r['least'])} |")
+        lines.append(f"| {r['model']} | Checkpointed, least budget | | | | | "
+                     f"{checkpointed(r['least_row'], r['least'])} |")
     return lines
 
 
@@ -250,25 +251,18 @@ def svg_chart(results):
     pw, ph, cols = 420, 300, 2
     left, bottom, top, right = 60, 45, 30, 15
     rows = (len(results) + cols - 1) // cols
-    w, h = pw * cols, ph * rows + 40
+    w, h = pw * cols, ph * rows + 44
     colours = {"plain autograd": "#2ca02c", "checkpoint per block": "#d62728",
                "selective checkpoint": "#ff7f0e", "compile": "#9467bd", "Checkpointed": "#1f77b4"}
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
            'font-family="sans-serif" font-size="11">', f'<rect width="{w}" height="{h}" fill="white"/>']
     for i, r in enumerate(results):
         ox, oy = (i % cols) * pw, (i // cols) * ph
-        best = r["best"]
-        series = {"compile": [], "Checkpointed": []}
-        points = []
-        for t in r["tools"]:
-            peak, _, ms = best[t]
-            if t.startswith("compile"):
-                series["compile"].append((peak, ms, t.rsplit(" ", 1)[1]))
-            else:
-                points.append((t, peak, ms))
-        for key, (peak, _, ms) in best.items():
-            if isinstance(key, tuple):
-                series["Checkpointed"].append((peak, ms, None))
+        series = {"compile": [(t["peak"], t["ms"], t["method"].rsplit(" ", 1)[1])
+                              for t in r["rows"] if t["method"].startswith("compile")],
+                  "Checkpointed": [(c["peak"], c["ms"], None) for c in r["checkpointed"]]}
+        points = [(t["method"], t["peak"], t["ms"]) for t in r["rows"]
+                  if not t["method"].startswith("compile")]
         allp = [p for s in series.values() for p, _, _ in s] + [p for _, p, _ in points]
         allt = [t for s in series.values() for _, t, _ in s] + [t for _, _, t in points]
         x0, x1 = 0, max(allp) / MiB * 1.05
@@ -276,15 +270,16 @@ def svg_chart(results):
         px = lambda v: ox + left + (v / MiB - x0) / (x1 - x0) * (pw - left - right)
         py = lambda v: oy + ph - bottom - (v - y0) / (y1 - y0) * (ph - bottom - top)
         out.append(f'<text x="{ox + pw / 2}" y="{oy + 18}" text-anchor="middle" font-size="13">'
-                   f'{r["name"]} ({r["stages"]} stages)</text>')
+                   f'{r["model"]} ({r["stages"]} stages)</text>')
         out.append(f'<line x1="{ox + left}" y1="{oy + ph - bottom}" x2="{ox + pw - right}" '
                    f'y2="{oy + ph - bottom}" stroke="black"/>')
         out.append(f'<line x1="{ox + left}" y1="{oy + top}" x2="{ox + left}" '
                    f'y2="{oy + ph - bottom}" stroke="black"/>')
+        digits = 0 if x1 >= 20 else 1 if x1 >= 2 else 2
         for k in range(5):
             xv, yv = x1 * k / 4, y1 * k / 4
             out.append(f'<text x="{px(xv * MiB):.1f}" y="{oy + ph - bottom + 14}" '
-                       f'text-anchor="middle">{xv:.0f}</text>')
+                       f'text-anchor="middle">{xv:.{digits}f}</text>')
             out.append(f'<text x="{ox + left - 5}" y="{py(yv) + 4:.1f}" text-anchor="end">'
                        f'{yv:.0f}</text>')
         out.append(f'<text x="{ox + pw / 2}" y="{oy + ph - 12}" text-anchor="middle">'
@@ -306,14 +301,12 @@ def svg_chart(results):
             c = colours[t]
             out.append(f'<rect x="{px(p) - 4:.1f}" y="{py(ms) - 4:.1f}" width="8" height="8" '
                        f'fill="{c}"/>')
-    ly = h - 22
-    x = 10
-    for name, c in colours.items():
+    for i, (name, c) in enumerate(colours.items()):
         label = {"compile": "torch.compile, activation_memory_budget (labels)",
                  "Checkpointed": "remat Checkpointed, at the others' peaks"}.get(name, name)
-        out.append(f'<rect x="{x}" y="{ly - 8}" width="10" height="10" fill="{c}"/>')
-        out.append(f'<text x="{x + 14}" y="{ly + 1}">{label}</text>')
-        x += 14 + 6.2 * len(label) + 14
+        x, ly = 10 + (i % 3) * (w - 20) / (3 - i // 3), h - 28 + 16 * (i // 3)
+        out.append(f'<rect x="{x:.0f}" y="{ly - 8}" width="10" height="10" fill="{c}"/>')
+        out.append(f'<text x="{x + 14:.0f}" y="{ly + 1}">{label}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -328,30 +321,40 @@ def main():
     ap.add_argument("--tiny", action="store_true", help="the tests' sizes (a quick smoke run)")
     ap.add_argument("--out")
     ap.add_argument("--svg")
+    ap.add_argument("--json", help="also write the measures (for --replot)")
+    ap.add_argument("--replot", metavar="JSON", help="write the table and chart of a --json "
+                    "file again, measuring nothing")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch._inductor.config.compile_threads = 1  # a shared 2-core machine
     torch._dynamo.config.cache_size_limit = 64
-    results = [run_model(name, a) for name in a.models.split(",")]
-
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() or "unknown"
-    import timm
-    import transformers
-    header = [f"# CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-              f"{torch.get_num_threads()} torch thread(s)), torch {torch.__version__}, "
-              f"transformers {transformers.__version__}, timm {timm.__version__}, commit {commit}; "
-              f"least time of {a.rounds} interleaved rounds",
-              "# sizes: " + ("the tests' (--tiny)" if a.tiny else
-                             "; ".join(f"{n} {SIZES[n]}" for n in a.models.split(",")))]
-    for r in results:
-        header.append(f"# {r['name']}: {r['stages']} stages, Checkpointed's least budget "
-                      f"{r['least'] / MiB:.1f} MiB")
+    if a.replot:
+        with open(a.replot) as f:
+            saved = json.load(f)
+        header, results = saved["header"], saved["results"]
+    else:
+        results = [run_model(name, a) for name in a.models.split(",")]
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip() or "unknown"
+        import timm
+        import transformers
+        header = [f"# CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} "
+                  f"cores, {torch.get_num_threads()} torch thread(s)), torch {torch.__version__}, "
+                  f"transformers {transformers.__version__}, timm {timm.__version__}, "
+                  f"commit {commit}; least time of {a.rounds} interleaved rounds",
+                  "# sizes: " + ("the tests' (--tiny)" if a.tiny else
+                                 "; ".join(f"{n} {SIZES[n]}" for n in a.models.split(",")))]
+        for r in results:
+            header.append(f"# {r['model']}: {r['stages']} stages, Checkpointed's least budget "
+                          f"{r['least'] / MiB:.2f} MiB")
     text = "\n".join(header + [""] + table(results)) + "\n"
     print(text, end="")
     if a.out:
         with open(a.out, "w") as f:
             f.write(text)
+    if a.json and not a.replot:
+        with open(a.json, "w") as f:
+            json.dump(dict(header=header, results=results), f, indent=1)
     if a.svg:
         with open(a.svg, "w") as f:
             f.write(svg_chart(results))
