@@ -39,6 +39,7 @@ least time (and its largest peak): on a shared machine the least is the run dist
 import argparse
 import functools
 import json
+import math
 import os
 import platform
 import subprocess
@@ -251,6 +252,12 @@ def table(results):
     return lines
 
 
+def nice_ceiling(v):
+    """The least of 1, 2, 3, 4, 5, 6, 8 times a power of ten at or above `v`."""
+    p = 10 ** math.floor(math.log10(v))
+    return next(k * p for k in (1, 2, 3, 4, 5, 6, 8, 10) if k * p >= v)
+
+
 def svg_chart(results):
     """One panel per model: step time against measured peak, one series per method."""
     pw, ph, cols = 420, 300, 2
@@ -270,8 +277,8 @@ def svg_chart(results):
                   if not t["method"].startswith("compile")]
         allp = [p for s in series.values() for p, _, _ in s] + [p for _, p, _ in points]
         allt = [t for s in series.values() for _, t, _ in s] + [t for _, _, t in points]
-        x0, x1 = 0, max(allp) / MiB * 1.05
-        y0, y1 = 0, max(allt) * 1.1
+        x0, x1 = 0, nice_ceiling(max(allp) / MiB)
+        y0, y1 = 0, nice_ceiling(max(allt))
         px = lambda v: ox + left + (v / MiB - x0) / (x1 - x0) * (pw - left - right)
         py = lambda v: oy + ph - bottom - (v - y0) / (y1 - y0) * (ph - bottom - top)
         out.append(f'<text x="{ox + pw / 2}" y="{oy + 18}" text-anchor="middle" font-size="13">'
@@ -280,7 +287,7 @@ def svg_chart(results):
                    f'y2="{oy + ph - bottom}" stroke="black"/>')
         out.append(f'<line x1="{ox + left}" y1="{oy + top}" x2="{ox + left}" '
                    f'y2="{oy + ph - bottom}" stroke="black"/>')
-        digits = 0 if x1 >= 20 else 1 if x1 >= 2 else 2
+        digits = 0 if x1 >= 40 else 1 if x1 >= 4 else 2
         for k in range(5):
             xv, yv = x1 * k / 4, y1 * k / 4
             out.append(f'<text x="{px(xv * MiB):.1f}" y="{oy + ph - bottom + 14}" '
@@ -291,8 +298,8 @@ def svg_chart(results):
                    'measured peak (MiB)</text>')
         out.append(f'<text x="{ox + 14}" y="{oy + ph / 2}" text-anchor="middle" '
                    f'transform="rotate(-90 {ox + 14} {oy + ph / 2})">step (ms)</text>')
-        for key, pts in series.items():
-            pts = sorted(pts)
+        for key, pts in series.items():  # compile's in budget order, Checkpointed's by peak
+            pts = pts if key == "compile" else sorted(pts)
             c = colours[key]
             if len(pts) > 1:
                 out.append(f'<polyline fill="none" stroke="{c}" stroke-width="1.5" points="'
