@@ -38,6 +38,7 @@ least time (and its largest peak): on a shared machine the least is the run dist
 
 import argparse
 import functools
+import gc
 import json
 import math
 import os
@@ -119,6 +120,9 @@ def compiled_step(seq, loss, budget, tag, x):
 def one_step(forward, x, peak_of=None):
     """(peak, saved, ms) of `forward(x).backward()`: bytes above what was held before the step
     (the input included), bytes the forward left for the backward, wall milliseconds."""
+    # Garbage that a collection would free in the middle of the step (reference cycles of an
+    # earlier step or model) would lower what the meter reads: collect it first.
+    gc.collect()
     before = meter.cpu_current()
     base = before - x.numel() * x.element_size()
     meter.cpu_reset_peak()
@@ -184,13 +188,15 @@ def run_model(name, a):
             if budget < least:
                 return None, f"needs {(target - budget + least) / MiB:.2f}"
             m.budget = budget
+            gc.collect()
             loss(m(x)).backward()
             print(f"# {name}: Checkpointed at {budget} B for {target} B: total {m.total_peak} B, "
                   f"schedule {m.measured_peak} B, as predicted: {m.as_predicted}",
                   file=sys.stderr, flush=True)
             if m.total_peak <= target:
                 return budget, None
-            budget -= m.total_peak - target
+            # Below the schedule's own peak, or the same schedule comes back.
+            budget = min(budget, m.measured_peak) - (m.total_peak - target)
         return None, "no fit in 5 tries"
 
     configs = list(tools)
@@ -204,6 +210,7 @@ def run_model(name, a):
     remat_rows = {}
     for budget in sorted(budgets_run):
         m.budget = budget
+        gc.collect()
         loss(m(x)).backward()
         peak, saved, ms = best[("remat", budget)]
         remat_rows[budget] = dict(budget=budget, peak=peak, saved=saved, ms=ms,
