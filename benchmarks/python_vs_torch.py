@@ -186,7 +186,7 @@ def run_model(name, a):
         budget = target
         for _ in range(5):
             if budget < least:
-                return None, f"needs {(target - budget + least) / MiB:.2f}"
+                return None, f"its step needs {(target - budget + least) / MiB:.2f} MiB"
             m.budget = budget
             gc.collect()
             loss(m(x)).backward()
@@ -256,6 +256,27 @@ def table(results):
                          f"{checkpointed(t['checkpointed'], t['unmatched'])} |")
         lines.append(f"| {r['model']} | Checkpointed, least budget | | | | | "
                      f"{checkpointed(r['least_row'])} |")
+    return lines
+
+
+def summary(results):
+    """The README's table: each method's peak and step time, and Checkpointed's step time at
+    that peak."""
+    methods = ["plain autograd", "checkpoint per block", "selective checkpoint",
+               "compile, budget 0", "compile, budget 0.5", "compile, budget 1"]
+    lines = ["| model | " + " | ".join(methods) + " |", "|---|" + "---:|" * len(methods)]
+    for r in results:
+        cells = []
+        for name in methods:
+            t = next((t for t in r["rows"] if t["method"] == name), None)
+            if t is None:
+                cells.append("")
+                continue
+            c = t["checkpointed"]
+            theirs = f"{t['peak'] / MiB:.0f} MiB, {t['ms']:.0f} ms"
+            ours = f"{c['ms']:.0f} ms" if c else t["unmatched"]
+            cells.append(f"{theirs} / {ours}")
+        lines.append(f"| {r['model']} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -341,6 +362,8 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--svg")
     ap.add_argument("--json", help="also write the measures (for --replot)")
+    ap.add_argument("--summary", action="store_true",
+                    help="also print the short table of benchmarks/README.md")
     ap.add_argument("--replot", metavar="JSON", help="write the table and chart of a --json "
                     "file again, measuring nothing")
     a = ap.parse_args()
@@ -377,6 +400,8 @@ def main():
     if a.svg:
         with open(a.svg, "w") as f:
             f.write(svg_chart(results))
+    if a.summary:
+        print("\n".join([""] + summary(results)))
 
 
 if __name__ == "__main__":
