@@ -10,7 +10,9 @@
 // ways, so the allocator it installs is the one every CPU tensor Python makes goes through.
 // `import torch` must come first, and `import remat` (whose Chain and Op the same C++ types,
 // shared through pybind11's registry): remat.torch does both.
+#include <remat/chain.hpp>
 #include <remat/io/chain_json.hpp>
+#include <remat/op_table.hpp>
 #include <remat/torch/detail/rng.hpp>
 #include <remat/torch/memory.hpp>
 #include <remat/torch/profile.hpp>
@@ -23,6 +25,8 @@
 #include <exception>
 #include <functional>
 #include <optional>
+#include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -96,6 +100,61 @@ py::dict profile(const py::list& forwards, const std::vector<std::vector<at::Ten
                   py::arg("backward_slack") = p.backward_slack);
 }
 
+// The chain of profile()'s fields, and ops as (kind, index, tensor) triples: plain Python data,
+// so that remat._core's types need not be shared (its pybind11 and libtorch's bundled one, which
+// this module is compiled with where libtorch ships it, keep separate type registries).
+remat::chain chain_of(const py::dict& d) {
+  remat::chain c;
+  c.input_size = d["input_size"].cast<size_type>();
+  c.loss_time = d["loss_time"].cast<double>();
+  c.loss_overhead = d["loss_overhead"].cast<size_type>();
+  for (const py::handle st : d["stages"].cast<py::list>()) {
+    const py::dict s = st.cast<py::dict>();
+    remat::stage x;
+    x.forward_time = s["forward_time"].cast<double>();
+    x.backward_time = s["backward_time"].cast<double>();
+    x.output_size = s["output_size"].cast<size_type>();
+    x.tape_size = s["tape_size"].cast<size_type>();
+    x.forward_overhead = s["forward_overhead"].cast<size_type>();
+    x.backward_overhead = s["backward_overhead"].cast<size_type>();
+    x.recording_overhead = s["recording_overhead"].cast<std::optional<size_type>>();
+    c.stages.push_back(x);
+  }
+  return c;
+}
+
+std::vector<remat::op> ops_of(const py::list& ops) {
+  std::vector<remat::op> out;
+  for (const py::handle item : ops) {
+    const auto [kind, index, tensor] =
+        item.cast<std::tuple<std::string, std::int32_t, std::optional<std::string>>>();
+    remat::op o{remat::op_kind::loss, index};
+    bool known = false;
+    for (const remat::op_rule& r : remat::op_table)
+      if (remat::name(r.kind) == kind) {
+        o.kind = r.kind;
+        known = true;
+      }
+    if (!known) throw py::value_error("expected_op_peaks: no op kind is called '" + kind + "'");
+    if (tensor == "t") o.tensor = remat::tensor_kind::tape;
+    out.push_back(o);
+  }
+  return out;
+}
+
+std::vector<size_type> expected_op_peaks(const py::dict& chain, const py::list& ops,
+                                         std::vector<size_type> backward_slack) {
+  remat::torch::profiled_chain p;
+  p.chain = chain_of(chain);
+  remat::validate(p.chain);
+  p.backward_slack = std::move(backward_slack);
+  try {
+    return remat::torch::expected_op_peaks(p, ops_of(ops));
+  } catch (const std::invalid_argument& e) {
+    throw py::value_error(e.what());
+  }
+}
+
 // remat::torch's model_error as remat.torch's ModelError (registered by remat.torch): the same
 // message, the stage's index or None.
 py::object& model_error_factory() {
@@ -148,17 +207,11 @@ PYBIND11_MODULE(_torch, m) {
       "Called once by remat.torch: factory(message, stage_index) makes its ModelError.");
   py::register_exception_translator(&translate);
 
-  m.def(
-      "expected_op_peaks",
-      [](const remat::io::chain_file& chain, const std::vector<remat::op>& ops,
-         std::vector<remat::size_type> backward_slack) {
-        remat::torch::profiled_chain p;
-        p.chain = chain.chain;
-        p.backward_slack = std::move(backward_slack);
-        return remat::torch::expected_op_peaks(p, ops);
-      },
-      py::arg("chain"), py::arg("ops"), py::arg("backward_slack"),
-      "What running `ops` allocates at each op, by a profile (remat::torch::expected_op_peaks): "
-      "the simulator's op peaks on the profiled chain, less the backward slack (per stage, the "
-      "loss last) on each B and on the loss. ValueError for an invalid schedule.");
+  m.def("expected_op_peaks", &expected_op_peaks, py::arg("chain"), py::arg("ops"),
+        py::arg("backward_slack"),
+        "What running `ops` allocates at each op, by a profile (remat::torch::expected_op_peaks): "
+        "the simulator's op peaks on the profiled chain, less the backward slack (per stage, the "
+        "loss last) on each B and on the loss. `chain` holds profile()'s fields, `ops` is (kind, "
+        "index, tensor) triples as remat.Op's attributes give them. ValueError for an invalid "
+        "schedule.");
 }

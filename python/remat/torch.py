@@ -300,7 +300,16 @@ class Profile:
     def expected_op_peaks(self, ops):
         """What running `ops` allocates at each op: the simulator's op peaks on the profiled chain,
         less the backward slack on each B and on the loss (remat::torch::expected_op_peaks)."""
-        return _meter.expected_op_peaks(self.chain, ops, self.backward_slack)
+        c = self.chain
+        fields = {"input_size": c.input_size, "loss_time": c.loss_time,
+                  "loss_overhead": c.loss_overhead,
+                  "stages": [{"forward_time": s.forward_time, "backward_time": s.backward_time,
+                              "output_size": s.output_size, "tape_size": s.tape_size,
+                              "forward_overhead": s.forward_overhead,
+                              "backward_overhead": s.backward_overhead,
+                              "recording_overhead": s.recording_overhead} for s in c.stages]}
+        return _meter.expected_op_peaks(fields, [(o.kind, o.index, o.tensor) for o in ops],
+                                        self.backward_slack)
 
 
 class _Capture(torch.autograd.Function):
