@@ -66,53 +66,58 @@ inline std::string known_models() {
   return list;
 }
 
+// The settings `model` is built with: `opts` checked, the model's defaults filled in.
+inline settings settings_of(std::string_view model, const options& opts) {
+  bool known = false;
+  for (const std::string_view m : model_names) known = known || m == model;
+  if (!known)
+    throw_zoo_error("unknown model \"" + std::string(model) + "\" (known: " + known_models() + ")");
+  const std::optional<gpt2_config> transformer = gpt2_config_of(model);
+  const std::string m(model);
+
+  settings s;
+  s.model = m;
+  s.batch = opts.batch.value_or(transformer ? 8 : 32);
+  if (s.batch < 1) throw_zoo_error("batch must be >= 1 (got " + std::to_string(s.batch) + ")");
+  if (transformer) {
+    if (opts.image_size)
+      throw_zoo_error(m + " is a transformer: give a sequence length, not an image size");
+    s.sequence_length = opts.sequence_length.value_or(1024);
+    if (s.sequence_length < 1)
+      throw_zoo_error("sequence length must be >= 1 (got " + std::to_string(s.sequence_length) +
+                      ")");
+  } else {
+    if (opts.sequence_length)
+      throw_zoo_error(m + " is a CNN: give an image size, not a sequence length");
+    s.image_size = opts.image_size.value_or(model == "resnet1001" ? 32 : 224);
+    if (s.image_size < 32)
+      throw_zoo_error("image size must be >= 32 (got " + std::to_string(s.image_size) + ")");
+  }
+  s.dtype = opts.dtype.value_or(transformer ? dtype::bf16 : dtype::fp32);
+  s.peak_flops = opts.peak_flops.value_or(default_peak_flops(s.dtype));
+  s.bandwidth = opts.bandwidth.value_or(a100_bandwidth);
+  s.operators = opts.operators;
+  if (opts.layers && !transformer)
+    throw_zoo_error(m + " is a CNN: its depth is fixed (--layers is for GPT-2)");
+  if (transformer) {
+    s.layers = opts.layers.value_or(transformer->layers);
+    if (s.layers < 1 || s.layers > 100000)
+      throw_zoo_error("layers must be between 1 and 100000 (got " + std::to_string(s.layers) + ")");
+  }
+  // Written so that NaN fails too.
+  if (!(s.peak_flops > 0 && std::isfinite(s.peak_flops)))
+    throw_zoo_error("peak FLOP/s must be a finite number > 0");
+  if (!(s.bandwidth > 0 && std::isfinite(s.bandwidth)))
+    throw_zoo_error("bandwidth must be a finite number > 0");
+  return s;
+}
+
 struct build_fn {
   /// Builds `model` with `opts`; throws `zoo_error` for an unknown model or a bad option.
   network operator()(std::string_view model, const options& opts = {}) const {
-    bool known = false;
-    for (const std::string_view m : model_names) known = known || m == model;
-    if (!known)
-      throw_zoo_error("unknown model \"" + std::string(model) + "\" (known: " + known_models() +
-                      ")");
+    settings s = settings_of(model, opts);
     const std::optional<gpt2_config> transformer = gpt2_config_of(model);
-    const std::string m(model);
-
-    settings s;
-    s.model = m;
-    s.batch = opts.batch.value_or(transformer ? 8 : 32);
-    if (s.batch < 1) throw_zoo_error("batch must be >= 1 (got " + std::to_string(s.batch) + ")");
-    if (transformer) {
-      if (opts.image_size)
-        throw_zoo_error(m + " is a transformer: give a sequence length, not an image size");
-      s.sequence_length = opts.sequence_length.value_or(1024);
-      if (s.sequence_length < 1)
-        throw_zoo_error("sequence length must be >= 1 (got " + std::to_string(s.sequence_length) +
-                        ")");
-    } else {
-      if (opts.sequence_length)
-        throw_zoo_error(m + " is a CNN: give an image size, not a sequence length");
-      s.image_size = opts.image_size.value_or(model == "resnet1001" ? 32 : 224);
-      if (s.image_size < 32)
-        throw_zoo_error("image size must be >= 32 (got " + std::to_string(s.image_size) + ")");
-    }
-    s.dtype = opts.dtype.value_or(transformer ? dtype::bf16 : dtype::fp32);
-    s.peak_flops = opts.peak_flops.value_or(default_peak_flops(s.dtype));
-    s.bandwidth = opts.bandwidth.value_or(a100_bandwidth);
-    s.operators = opts.operators;
-    if (opts.layers && !transformer)
-      throw_zoo_error(m + " is a CNN: its depth is fixed (--layers is for GPT-2)");
-    if (transformer) {
-      s.layers = opts.layers.value_or(transformer->layers);
-      if (s.layers < 1 || s.layers > 100000)
-        throw_zoo_error("layers must be between 1 and 100000 (got " + std::to_string(s.layers) +
-                        ")");
-    }
-    // Written so that NaN fails too.
-    if (!(s.peak_flops > 0 && std::isfinite(s.peak_flops)))
-      throw_zoo_error("peak FLOP/s must be a finite number > 0");
-    if (!(s.bandwidth > 0 && std::isfinite(s.bandwidth)))
-      throw_zoo_error("bandwidth must be a finite number > 0");
-
+    const std::string& m = s.model;
     network net;
     const context cx{
         {s.peak_flops, s.bandwidth}, s.batch, bytes_per_element(s.dtype), &net, s.operators};

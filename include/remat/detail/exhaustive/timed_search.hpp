@@ -36,8 +36,11 @@ class timed_search {
   static constexpr std::size_t default_max_states = 2'000'000;
 
   timed_search(const chain& c, size_type budget, std::size_t max_states = default_max_states)
-      : c_(c), budget_(budget), L_(static_cast<std::int32_t>(c.length())),
-        n_(2 * static_cast<std::size_t>(L_) + 1), max_states_(max_states) {}
+      : c_(c),
+        budget_(budget),
+        L_(static_cast<std::int32_t>(c.length())),
+        n_(2 * static_cast<std::size_t>(L_) + 1),
+        max_states_(max_states) {}
 
   // The fastest sequence within the budget and its makespan; empty where none fits.
   std::pair<std::vector<op>, double> run() {
@@ -196,9 +199,17 @@ class timed_search {
     return k <= L_ ? x(k) : c_.stages[static_cast<std::size_t>(k - L_ - 1)].tape_size;
   }
 
-  // Calls f(op, advance of T, next state) for every op valid in `s` whose allocations fit.
+  // Calls f(op, advance of T, next state) for every op valid in `s` whose allocations fit. The
+  // search writes out each op's effect itself, apart from the op table the simulator reads: it
+  // is the oracle the solvers and the simulator are checked against.
   template <class F>
   void for_each_op(const state& s, F&& f) const {
+    for_each_compute_op(s, f);
+    for_each_transfer(s, f);
+  }
+
+  template <class F>
+  void for_each_compute_op(const state& s, F& f) const {
     auto input_of = [&](std::int32_t k) -> std::ptrdiff_t {
       if (s.held[a(k)]) return static_cast<std::ptrdiff_t>(a(k));
       if (k > 0 && s.held[t(k)]) return static_cast<std::ptrdiff_t>(t(k));
@@ -271,10 +282,15 @@ class timed_search {
       compute(loss_op(L_), {static_cast<std::size_t>(in)}, -1, L_, x(L_), c_.loss_overhead, drops,
               -1, c_.loss_time);
     }
-    // Transfers.
+  }
+
+  // O, P and W on every movable tensor they apply to.
+  template <class F>
+  void for_each_transfer(const state& s, F& f) const {
     for (std::size_t v = 0; v < n_; ++v) {
       const bool tape = v > static_cast<std::size_t>(L_);
-      const std::int32_t k = tape ? static_cast<std::int32_t>(v) - L_ : static_cast<std::int32_t>(v);
+      const std::int32_t k =
+          tape ? static_cast<std::int32_t>(v) - L_ : static_cast<std::int32_t>(v);
       const tensor_kind kind = tape ? tensor_kind::tape : tensor_kind::activation;
       const size_type size = size_of(v);
       if (c_.transfer.offload_bandwidth > 0 && s.held[v] && !s.host[v]) {  // O
