@@ -43,15 +43,15 @@ inline std::vector<op> offload_ops(const chain& c, size_type budget, size_type u
   if (Mu < md.x[0]) return {};
   std::vector<size_type> need = persistent_need(md, dp_branches::tape_and_checkpoint);
   interval_bounds bounds = make_interval_bounds(md, need, dp_branches::tape_and_checkpoint);
-  fast_layout layout = make_fast_layout(bounds, md.L, Mu);
+  dense_layout layout = make_dense_layout(bounds, md.L, Mu);
   const unsigned threads = dp_threads(options.threads);
-  const double bytes = fast_table_bytes(layout, md.L, Mu, threads) +
+  const double bytes = dense_table_bytes(layout, md.L, Mu, threads) +
                        2.0 * static_cast<double>(md.L + 1) * static_cast<double>(Mu + 1) *
                            (sizeof(double) + sizeof(std::int32_t));
   const std::size_t limit = options.max_table_bytes.value_or(default_table_limit());
   if (bytes > static_cast<double>(limit)) throw_table_too_large(md.L, Mu, bytes, limit, "offload");
-  const fast_table t = optimal_dp_fast(md, std::move(bounds), std::move(layout), Mu,
-                                       dp_branches::tape_and_checkpoint, threads);
+  const dense_table t = dense_dp(md, std::move(bounds), std::move(layout), Mu,
+                                 dp_branches::tape_and_checkpoint, threads);
   const offload_spine spine(md, c, t, Mu);
   const size_type root = Mu - md.x[0];
   if (!(spine.value(0, tensor_kind::activation, root) < infinite_time)) return {};

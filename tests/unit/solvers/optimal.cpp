@@ -141,8 +141,7 @@ TEST_CASE("property: exact units, every budget from the least feasible to store-
     CHECK(none.feasible == (least == 0));
 
     const remat::detail::model md = remat::detail::make_model(c, 1);
-    const remat::detail::optimal_table t =
-        remat::detail::optimal_dp_reference(md, top - c.input_size);
+    const remat::detail::reference_table t = remat::detail::reference_dp(md, top - c.input_size);
     auto value = [&](size_type b) { return t.value[t.at(0, md.L, b - c.input_size)]; };
     if (least > c.input_size) CHECK(value(least - 1) == infinite);
 
@@ -155,7 +154,7 @@ TEST_CASE("property: exact units, every budget from the least feasible to store-
       CHECK((v > all.makespan || close(v, all.makespan)));
       previous = v;
       const std::vector<remat::op> ops =
-          remat::detail::optimal_ops(md, t, 0, md.L, b - c.input_size);
+          remat::detail::reference_ops(md, t, 0, md.L, b - c.input_size);
       const replay_result r = remat::simulate(c, ops);
       REQUIRE(r.valid());
       CHECK(r.peak_memory <= b);
@@ -202,8 +201,7 @@ TEST_CASE("property: the DP equals an independent transcription of docs/model.md
     INFO(chain_text(c));
     const size_type top = store_all_replay(c).peak_memory;
     const remat::detail::model md = remat::detail::make_model(c, 1);
-    const remat::detail::optimal_table t =
-        remat::detail::optimal_dp_reference(md, top - c.input_size);
+    const remat::detail::reference_table t = remat::detail::reference_dp(md, top - c.input_size);
     reference_dp reference(c);
     for (size_type b = 0; b <= top; ++b) {
       CAPTURE(b);
@@ -294,8 +292,7 @@ TEST_CASE("property: slots are never faster than exact units") {
     CAPTURE(slots);
     const size_type top = store_all_replay(c).peak_memory;
     const remat::detail::model md = remat::detail::make_model(c, 1);
-    const remat::detail::optimal_table t =
-        remat::detail::optimal_dp_reference(md, top - c.input_size);
+    const remat::detail::reference_table t = remat::detail::reference_dp(md, top - c.input_size);
     for (int k = 0; k < 3; ++k) {
       const size_type b = std::uniform_int_distribution<size_type>(c.input_size, top)(rng);
       CAPTURE(b);
@@ -489,8 +486,8 @@ TEST_CASE("the DP table's size is guarded") {
   // Store-all peaks at 6 (a_0 t_1 t_2 t_3 g_3 g_2); at 5 the DP runs, with M = 5 - 1 = 4 units.
   // The limit applies to the compact table of the fast DP, estimated before allocating.
   const remat::detail::model md = remat::detail::make_model(c, 1);
-  const auto bytes = static_cast<std::size_t>(remat::detail::fast_table_bytes(
-      remat::detail::make_fast_layout(
+  const auto bytes = static_cast<std::size_t>(remat::detail::dense_table_bytes(
+      remat::detail::make_dense_layout(
           remat::detail::make_interval_bounds(md, remat::detail::persistent_need(md),
                                               remat::detail::dp_branches::tape_and_checkpoint),
           md.L, 4),
@@ -750,12 +747,12 @@ TEST_CASE("property: one budget by branch and bound: the whole curve's value, th
     const size_type m = t.budget - md.x[0];
     const remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
         md, remat::detail::persistent_need(md, t.branches), t.branches);
-    const remat::detail::bnb_result r = remat::detail::branch_and_bound(md, b, m, 64, t.branches);
+    const remat::detail::search_result r = remat::detail::search_dp(md, b, m, 64, t.branches);
     REQUIRE(r.complete);
     ++searched;
     CHECK(r.value == whole.plan.makespan);
-    const remat::detail::optimal_table ref = remat::detail::optimal_dp_reference(md, m, t.branches);
-    CHECK(r.ops == remat::detail::optimal_ops(md, ref, 0, md.L, m));
+    const remat::detail::reference_table ref = remat::detail::reference_dp(md, m, t.branches);
+    CHECK(r.ops == remat::detail::reference_ops(md, ref, 0, md.L, m));
   });
   CHECK(searched > remat::testing::trials(1000));
 }

@@ -117,7 +117,7 @@ inline void plan_slots(const chain& c, dp_plan& p, const solve_options& options,
       std::min(p.unit.budget, replay(to_chain(p.rounded), p.fastest.ops).peak_memory);
   const interval_bounds b = make_interval_bounds(p.rounded, p.rounded_need, p.branches);
   const size_type M = std::max<size_type>(0, top - p.rounded.x[0]);
-  p.dense_bytes = fast_table_bytes(make_fast_layout(b, p.rounded.L, M), p.rounded.L, M, threads);
+  p.dense_bytes = dense_table_bytes(make_dense_layout(b, p.rounded.L, M), p.rounded.L, M, threads);
   p.dense_seconds = main_dp_seconds(b, p.rounded.L, M, p.branches, threads);
 }
 
@@ -186,22 +186,21 @@ constexpr dense_run run_dense(const chain& c, const model& md, std::vector<size_
                               solver which, size_type slots, double need_seconds) {
   dense_run run;
   if (std::is_constant_evaluated()) {
-    const optimal_table t = optimal_dp_reference(md, M, branches);
+    const reference_table t = reference_dp(md, M, branches);
     run.makespan = t.value[t.at(0, md.L, M)];
-    if (run.makespan < infinite_time) run.ops = optimal_ops(md, t, 0, md.L, M);
+    if (run.makespan < infinite_time) run.ops = reference_ops(md, t, 0, md.L, M);
     return run;
   }
   interval_bounds bounds = make_interval_bounds(md, std::move(need), branches);
-  fast_layout layout = make_fast_layout(bounds, md.L, M);
+  dense_layout layout = make_dense_layout(bounds, md.L, M);
   const unsigned threads = dp_threads(options.threads);
-  const double bytes = fast_table_bytes(layout, md.L, M, threads);
+  const double bytes = dense_table_bytes(layout, md.L, M, threads);
   const std::size_t limit = options.max_table_bytes.value_or(default_table_limit());
   if (bytes > static_cast<double>(limit)) throw_table_too_large(md.L, M, bytes, limit, name(which));
   check_dp_seconds(name(which), c, slots,
                    need_seconds + main_dp_seconds(bounds, md.L, M, branches, threads), bytes,
                    options, "the DP");
-  const fast_table t =
-      optimal_dp_fast(md, std::move(bounds), std::move(layout), M, branches, threads);
+  const dense_table t = dense_dp(md, std::move(bounds), std::move(layout), M, branches, threads);
   run.makespan = t.get(0, md.L, M);
   if (run.makespan < infinite_time)
     run.ops = persistent_ops(md, 0, md.L, M, [&](std::int32_t i, std::int32_t l, size_type m) {
@@ -322,7 +321,7 @@ inline std::vector<exact_candidate> exact_candidates(const dp_plan& p, const sol
         {exact_engine::search, tuning.search_cost_factor * bounds->seconds, 2 * bounds->bytes});
   const interval_bounds b = make_interval_bounds(md, p.need, p.branches);
   out.push_back({exact_engine::dense, main_dp_seconds(b, md.L, m, p.branches, p.threads),
-                 fast_table_bytes(make_fast_layout(b, md.L, m), md.L, m, p.threads)});
+                 dense_table_bytes(make_dense_layout(b, md.L, m), md.L, m, p.threads)});
   // Ties in the order frontier, search, dense. (No stable_sort: it allocates a buffer.)
   std::sort(out.begin(), out.end(), [](const exact_candidate& x, const exact_candidate& y) {
     return x.seconds < y.seconds || (x.seconds == y.seconds && x.engine < y.engine);
@@ -386,9 +385,9 @@ inline std::optional<solve_result> run_exact(const chain& c, const dp_plan& p,
       }
       case exact_engine::search: {
         spent += bounds->seconds;
-        const bnb_result r = branch_and_bound_within(
-            md, make_interval_bounds(md, p.need, p.branches), std::move(*bounds), m, p.branches,
-            p.threads, left, byte_limit, &lower_bounds);
+        const search_result r =
+            search_dp_within(md, make_interval_bounds(md, p.need, p.branches), std::move(*bounds),
+                             m, p.branches, p.threads, left, byte_limit, &lower_bounds);
         spent += r.work / tuning.search_work_per_second;
         if (r.complete) return exact_result(r.ops, r.value);
         update(exact_engine::search, infinite_time, e.bytes);  // it gave up: no estimate
