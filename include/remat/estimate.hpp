@@ -154,12 +154,13 @@ struct estimate_solve_fn {
     const chain c = to_chain(chain_in);
     solve_estimate out;
     const auto L = static_cast<std::int32_t>(c.length());
-    if (options.solver == solver::min_memory) {
+    const solver_info& about = info(options.solver);
+    if (about.dp == solver_dp::least_memory) {
       out.seconds = need_dp_pairs(L) / tuning.exact_need_pairs_per_second;
       out.bytes = need_dp_bytes(L);
       out.runs_dp = true;
       out.within_limits = fits_limits(out.seconds, out.bytes, options);
-    } else if (options.solver == solver::optimal || options.solver == solver::checkpoint_only) {
+    } else if (about.has_curve()) {
       out = probe_whole_frontier(make_model(c, 1), branches_of(options.solver), options,
                                  probe_seconds);
     }
@@ -176,8 +177,7 @@ struct estimate_solve_at_fn {
                             const solve_options& options = {}) const {
     if (budget < 0) throw_solver_error("the budget must be >= 0");
     const chain c = to_chain(chain_in);
-    if (options.solver != solver::optimal && options.solver != solver::checkpoint_only)
-      return estimate_solve_fn{}(c, options);
+    if (!info(options.solver).has_curve()) return estimate_solve_fn{}(c, options);
     try {
       return estimate_plan(c, choose(c, budget, options, options.solver), options);
     } catch (const solver_error&) {

@@ -131,14 +131,16 @@ struct sweep_fn {
       whole_options.max_estimated_seconds =
           std::min(options.max_estimated_seconds, static_cast<double>(options.points) * per_budget);
     }
+    // The solvers with a curve, and min-memory, whose least budget and schedule are a point of
+    // optimal's.
     const auto has_frontier = [&](remat::solver s) {
       return (exact || options.slots == auto_slots) &&
-             (s == solver::optimal || s == solver::checkpoint_only || s == solver::min_memory);
+             (info(s).has_curve() || info(s).dp == solver_dp::least_memory);
     };
     std::vector<std::pair<remat::solver, std::optional<whole_frontier>>> frontiers;
     frontiers.reserve(2);  // references into it stay valid
     const auto frontier_of = [&](remat::solver s) -> const std::optional<whole_frontier>& {
-      if (s == solver::min_memory) s = solver::optimal;  // the same DP
+      if (info(s).dp == solver_dp::least_memory) s = solver::optimal;  // the same DP
       for (auto& [which, f] : frontiers)
         if (which == s) return f;
       std::optional<whole_frontier> f;
@@ -167,7 +169,7 @@ struct sweep_fn {
       solve_options o = optimal_options;
       o.solver = s;
       const whole_frontier* f = has_frontier(s) && frontier_of(s) ? &*frontier_of(s) : nullptr;
-      if (f != nullptr && s == solver::min_memory) {
+      if (f != nullptr && info(s).dp == solver_dp::least_memory) {
         // Min-memory's schedule is the exact optimum at the least budget, read from the same
         // frontier.
         for (const size_type b : out.budgets) {

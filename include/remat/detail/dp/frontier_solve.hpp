@@ -27,10 +27,9 @@
 
 namespace remat::detail {
 
-// The branches of each DP solver: the one place that maps them.
+// The branches of each DP solver (`solver_info::tape_branch`).
 constexpr dp_branches branches_of(solver s) noexcept {
-  return s == solver::checkpoint_only ? dp_branches::checkpoint_only
-                                      : dp_branches::tape_and_checkpoint;
+  return info(s).tape_branch ? dp_branches::tape_and_checkpoint : dp_branches::checkpoint_only;
 }
 
 [[noreturn]] inline void throw_makespan_overflow(solver which) {
