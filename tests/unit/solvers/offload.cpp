@@ -139,7 +139,7 @@ gap_counts gap_to_exhaustive(std::uint64_t seed, int chains, int stages, int low
         g.worst_gap = std::max(g.worst_gap, r.plan.makespan / e.makespan - 1);
       }
       // The spine DP's schedule alone, before the baselines and the tightening.
-      const std::vector<remat::op> dp = remat::detail::offload_ops(c, budget, 1, {});
+      const std::vector<remat::op> dp = remat::detail::spine_ops(c, budget, 1, {});
       REQUIRE_FALSE(dp.empty());
       const double dp_time = remat::simulate(c, std::span<const remat::op>(dp)).makespan;
       CHECK(r.plan.makespan <= dp_time);

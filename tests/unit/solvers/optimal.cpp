@@ -24,6 +24,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace unit_solvers_optimal_test {
@@ -792,10 +793,11 @@ TEST_CASE("property: the default solve bounded: the 500-slot schedule, and its b
           static_cast<size_type>(0.6 * static_cast<double>(top))}) {
       CAPTURE(b);
       const double optimum = whole.table.value(0, md.L, b - md.x[0]);
-      remat::detail::dp_plan p = remat::detail::choose(c, b, {}, remat::solver::optimal);
-      if (p.settled) continue;
-      p.allowance = 0;
-      REQUIRE(p.fallback);
+      remat::detail::dp_choice p = remat::detail::choose(c, b, {}, remat::solver::optimal);
+      auto* engines = std::get_if<remat::detail::engines_step>(&p.step);
+      if (engines == nullptr) continue;  // settled
+      engines->allowance = 0;
+      REQUIRE(engines->fallback);
       const solve_result r = remat::detail::run(c, p, {});
       const solve_result slots = remat::solve_optimal(c, b, {.slots = 500});
       CHECK(r.min_feasible_budget == whole.min_feasible_budget);

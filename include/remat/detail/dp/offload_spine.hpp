@@ -49,6 +49,12 @@ struct spine_choice {
   }
 };
 
+// The bytes of the spine table over m in [0, M] (values and choices, both kinds of item).
+constexpr double offload_spine_bytes(std::int32_t L, size_type M) noexcept {
+  return 2.0 * (static_cast<double>(L) + 1) * (static_cast<double>(M) + 1) *
+         (sizeof(double) + sizeof(std::int32_t));
+}
+
 // The spine table over m in [0, M], for both kinds of input item.
 class offload_spine {
  public:

@@ -47,6 +47,12 @@ struct tuning_constants {
   double search_cost_factor = 2;
   double auto_min_exact_seconds = 0.001;
   size_type auto_bound_slots = 250;  // memories of the bound's DP (sizes rounded down)
+
+  // The offload solver by default (solvers/offload.hpp, detail/dp/dispatch.hpp `run_spine`): its
+  // DP on `rotor_slots` slots, and where the budget is feasible on the chain's own sizes but not
+  // in those units, this many times the slots, up to `offload_max_slots` (`offload_quality`).
+  size_type offload_slot_growth = 4;
+  size_type offload_max_slots = 8000;
 };
 
 inline constexpr tuning_constants tuning{};
