@@ -155,14 +155,14 @@ struct cost_policy {
     return out;
   }
 
-  // The exact attempts (at most the allowance), then the 500-slot DP and its bound's DP, which
-  // rounds to fewer memories.
-  solve_estimate fallback(const dp_choice& d, const engines_step& e, const exact_attempt&) const {
+  // The probe (no engine fitted what it left: none is tried), then the 500-slot DP and its bound's
+  // DP, which rounds to fewer memories.
+  solve_estimate fallback(const dp_choice& d, const engines_step&, const exact_attempt& a) const {
     solve_estimate out = least_memory(d);
     out.runs_dp = true;
     out.exact = false;
     const double bound_share = static_cast<double>(tuning.auto_bound_slots) / rotor_slots;
-    out.seconds += e.allowance + (1 + bound_share) * d.slotted->dense_seconds;
+    out.seconds += a.spent + (1 + bound_share) * d.slotted->dense_seconds;
     out.bytes = std::max(out.bytes, d.slotted->dense_bytes);
     return out;
   }

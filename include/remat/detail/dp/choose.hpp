@@ -9,8 +9,9 @@
 // * `slots` = N: Rotor's dense DP on N slots of budget / N (sizes rounded up).
 // * The whole frontier DP where the chain's sums round or its sizes pass 2^52.
 // * The exact engines (`exact_units`, and the default `auto_slots`), each within what is left of
-//   an allowance: the limits when exact is asked for (refused where none finishes), by default a
-//   share of the time the 500-slot solve is estimated at, with that DP as the fallback.
+//   an allowance: the limits when exact is asked for (refused where none finishes), by default
+//   shares of the time the 500-slot solve is estimated at (`default_engines`), with that DP as
+//   the fallback.
 // * In constant evaluation: the frontier DP capped at the budget, without estimates or limits.
 #pragma once
 
@@ -85,10 +86,15 @@ struct slots_step {};     // Rotor's DP on `dp_choice::slotted`
 struct whole_step {       // the whole frontier DP, exact within the limits; refused past them:
   bool fallback = false;  // by default, the 500-slot DP; else the refusal
 };
-struct engines_step {      // the exact engines at the budget, each within what is left of:
-  double allowance = 0;    // seconds at the estimates' rates
-  bool fallback = false;   // none finishes: the 500-slot DP with its bound, else a refusal
-  frontier_limits limits;  // what the frontier DP may spend
+struct engines_step {             // the exact engines at the budget, each within what is left of:
+  double allowance = 0;           // seconds at the estimates' rates: the search and the dense DP
+  double frontier_allowance = 0;  // the frontier DP (its probe included)
+  bool fallback = false;          // none finishes: the 500-slot DP with its bound, else a refusal
+  frontier_limits limits;         // what the frontier DP may spend
+
+  [[nodiscard]] constexpr double allowance_of(bool frontier) const noexcept {
+    return frontier ? frontier_allowance : allowance;
+  }
 };
 struct constant_step {};  // constant evaluation: the frontier DP capped at the budget
 
@@ -138,11 +144,17 @@ constexpr slotted_dp plan_slots(const chain& c, const dp_request& r,
   return s;
 }
 
-// The default's exact engines: the 500-slot solve's estimate (with its least budget, as a user
+// The default's exact engines. The 500-slot solve's estimate S (with its least budget, as a user
 // runs it) sets what they may spend, and its DP is the fallback, with the bound's DP (on
-// `auto_bound_slots` memories). Where those would pass the limits, the exact engines get the
-// limits, as when exact is asked for; elsewhere the exact attempts, the fallback and its bound
-// together stay within `max_estimated_seconds`.
+// `auto_bound_slots` memories), F in all:
+// * the search and the dense DP get `auto_exact_share` S: the search can give up having spent it;
+// * the frontier DP gets `auto_frontier_share` S + F: it resumes from its probe, its projection
+//   holds, and where it finishes the fallback's F is not spent; its rate is kept below the
+//   measured one like the others', so the share says what it may cost at the measured rates
+//   (benchmarks/solver_scaling.cpp, `default/*`, keeps the default within 2x of 500 slots).
+// Where the fallback would pass the limits, the exact engines get the limits, as when exact is
+// asked for; elsewhere the exact attempts, the fallback and its bound together stay within
+// `max_estimated_seconds`.
 inline engines_step default_engines(const slotted_dp& s, double need_seconds,
                                     const solve_options& options, frontier_limits limits) {
   const double slots_seconds = s.need_seconds + s.dense_seconds;
@@ -150,11 +162,13 @@ inline engines_step default_engines(const slotted_dp& s, double need_seconds,
       s.dense_seconds * (1 + static_cast<double>(tuning.auto_bound_slots) / rotor_slots);
   const double room = options.max_estimated_seconds - need_seconds - fallback_seconds;
   const bool fallback = !(room < 0) && !(s.dense_bytes > static_cast<double>(limits.byte_limit));
-  const double allowance = fallback
-                               ? std::min(room, std::max(tuning.auto_min_exact_seconds,
-                                                         tuning.auto_exact_share * slots_seconds))
-                               : options.max_estimated_seconds;
-  return {allowance, fallback, limits};
+  if (!fallback)
+    return {options.max_estimated_seconds, options.max_estimated_seconds, false, limits};
+  auto within = [&](double seconds) {
+    return std::min(room, std::max(tuning.auto_min_exact_seconds, seconds));
+  };
+  return {within(tuning.auto_exact_share * slots_seconds),
+          within(tuning.auto_frontier_share * slots_seconds + fallback_seconds), true, limits};
 }
 
 // What `which` runs on `c` at `budget` under `options` (the chain validated by the caller).
@@ -196,17 +210,19 @@ constexpr dp_choice choose(const chain& c, size_type budget, const solve_options
   if (constant) return choice(constant_step{});
   const frontier_limits limits = frontier_limits_of(md.L, options, r.threads);
   if (r.mode == dp_mode::exact)
-    return choice(engines_step{options.max_estimated_seconds, false, limits});
+    return choice(
+        engines_step{options.max_estimated_seconds, options.max_estimated_seconds, false, limits});
   slotted = plan_slots(c, r, fastest, options, rotor_slots);
   return choice(default_engines(*slotted, least.seconds, options, limits));
 }
 
-// The most the default spends at the choice's budget: the exact engines' allowance and the
+// The most the default spends at the choice's budget: the exact engines' allowances and the
 // fallback's DP (a sweep weighs one whole frontier against this per budget).
 inline double default_seconds(const dp_choice& d, const solve_options& options) {
   if (std::holds_alternative<whole_step>(d.step)) return options.max_estimated_seconds;
   if (const auto* e = std::get_if<engines_step>(&d.step))
-    return e->allowance + (d.slotted ? d.slotted->dense_seconds : 0);
+    return std::max(e->frontier_allowance,
+                    e->allowance + (d.slotted ? d.slotted->dense_seconds : 0));
   return tuning.auto_min_exact_seconds;
 }
 

@@ -4,8 +4,8 @@
 // (estimate.hpp) costs it, so the estimate and the solve take the same path. docs/architecture.md
 // draws the flow.
 //
-// The default (`auto_slots`) runs the exact engines, cheapest first, within an allowance of
-// about the 500-slot solve's estimate; where none finishes, that 500-slot solve, whose distance
+// The default (`auto_slots`) runs the exact engines, cheapest first, within allowances of about
+// the 500-slot solve's estimate; where none finishes, that 500-slot solve, whose distance
 // from the exact optimum the same DP on sizes rounded down bounds. Whether exact or not, it is
 // never slower than the 500-slot schedule.
 #pragma once
@@ -45,7 +45,7 @@ typename Policy::result run_exact(Policy& policy, const dp_choice& d, const engi
   if (a.probe.complete) return policy.probed(d, e, a);
   for (const exact_candidate& x : a.candidates) {
     if (!affordable(e, a, x)) continue;
-    if (std::optional<typename Policy::result> r = policy.engine(d, e, x, e.allowance - a.spent, a))
+    if (std::optional<typename Policy::result> r = policy.engine(d, e, x, left_for(e, a, x), a))
       return std::move(*r);
   }
   if (!e.fallback) return policy.refuse(d, e, a);

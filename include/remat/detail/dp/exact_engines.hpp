@@ -34,8 +34,8 @@ struct exact_candidate {
 
 // The exact engines' attempt at one budget, as it goes.
 struct exact_attempt {
-  frontier_table probe;                     // the frontier DP run for `probe_seconds` (the answer
-                                            // where it finished)
+  frontier_table probe;                     // the frontier DP run for `probe_seconds`: the answer
+                                            // where it finished, else where the frontier resumes
   std::optional<lower_bound_plan> bounds;   // the search's lower bounds, where it has any
   std::vector<exact_candidate> candidates;  // cheapest first (ties: frontier, search, dense)
   // The estimates as they stood when each engine stopped (the frontier DP's projection then; the
@@ -50,9 +50,10 @@ struct exact_attempt {
   }
 };
 
-// How long the frontier DP runs before the exact engines are weighed.
+// How long the frontier DP runs before the exact engines are weighed (it resumes from there).
 constexpr double probe_seconds_of(const engines_step& e) noexcept {
-  return std::min(tuning.frontier_probe_share * e.allowance, tuning.frontier_probe_seconds);
+  return std::min(tuning.frontier_probe_share * e.frontier_allowance,
+                  tuning.frontier_probe_seconds);
 }
 
 // The probe, and the engines' estimates at the budget: the frontier DP capped there, projected
@@ -83,7 +84,8 @@ inline exact_attempt start_exact(const dp_choice& d, const engines_step& e) {
   const double points = t.complete ? t.points_done
                         : stops    ? std::max(t.projected_points, t.peak_projected_points)
                                    : t.projected_points;
-  a.candidates.push_back({exact_engine::frontier, limits.fixed.seconds + work / limits.rate,
+  // The frontier DP resumes from the probe: what is left of its work (the classes are done).
+  a.candidates.push_back({exact_engine::frontier, std::max(0.0, work - t.work) / limits.rate,
                           limits.fixed.bytes + points * frontier_point_bytes});
   a.bounds = search_plan(md, m, r.branches, r.threads);
   if (a.bounds)
@@ -101,10 +103,14 @@ inline exact_attempt start_exact(const dp_choice& d, const engines_step& e) {
   return a;
 }
 
-// Whether `x` fits what is left of the allowance and the table limit.
+// What is left of `x`'s allowance.
+inline double left_for(const engines_step& e, const exact_attempt& a, const exact_candidate& x) {
+  return e.allowance_of(x.engine == exact_engine::frontier) - a.spent;
+}
+
+// Whether `x` fits what is left of its allowance and the table limit.
 inline bool affordable(const engines_step& e, const exact_attempt& a, const exact_candidate& x) {
-  return !(x.seconds > e.allowance - a.spent) &&
-         !(x.bytes > static_cast<double>(e.limits.byte_limit));
+  return !(x.seconds > left_for(e, a, x)) && !(x.bytes > static_cast<double>(e.limits.byte_limit));
 }
 
 // The refusal of an exact solve no engine finished within the limits, with the estimate of the

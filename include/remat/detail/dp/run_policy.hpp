@@ -226,19 +226,19 @@ struct run_policy {
     const frontier_limits& limits = e.limits;
     switch (x.engine) {
       case exact_engine::frontier: {
+        // From where the probe stopped, within `left` more.
+        const double probed = a.probe.work;
         const frontier_table t =
-            frontier_dp(md, {},
-                        {.branches = r.branches,
-                         .threads = limits.threads,
-                         .max_work = (left - limits.fixed.seconds) * limits.rate,
-                         .max_points = limits.max_points(),
-                         .stop_on_projection = r.mode != dp_mode::automatic,
-                         .cap = m});
-        a.spent += limits.fixed.seconds + t.work / limits.rate;
+            frontier_dp_resume(md, {},
+                               {.threads = limits.threads,
+                                .max_work = probed + left * limits.rate,
+                                .max_points = limits.max_points(),
+                                .stop_on_projection = r.mode != dp_mode::automatic},
+                               std::move(a.probe));
+        a.spent += (t.work - probed) / limits.rate;
         if (t.complete)
           return exact_result(d, frontier_ops(md, t, 0, md.L, m), t.value(0, md.L, m));
-        a.weigh(exact_engine::frontier,
-                limits.fixed.seconds + std::max(t.projected_work, t.work) / limits.rate,
+        a.weigh(exact_engine::frontier, (std::max(t.projected_work, t.work) - probed) / limits.rate,
                 limits.fixed.bytes +
                     std::max(t.projected_points, t.points_done) * frontier_point_bytes);
         return std::nullopt;
