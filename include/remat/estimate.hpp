@@ -30,25 +30,6 @@
 
 namespace remat {
 
-struct solve_estimate {
-  /// The solve's time (seconds, with `options.threads` threads; an upper bound at the estimates'
-  /// rates, so on a loaded machine low in proportion to the load) and the most memory of its
-  /// tables (bytes).
-  double seconds = 0;
-  double bytes = 0;
-  /// Measured rather than projected: the probe finished the frontier DP.
-  bool measured = false;
-  /// Whether a DP over memory runs at all (not below the least budget, nor from the fastest
-  /// schedule's peak up, nor for the solvers without one).
-  bool runs_dp = false;
-  /// The result will be the exact optimum (predicted from the probe and the estimates: a search
-  /// the estimate does not count on can still make it exact).
-  bool exact = true;
-  /// The solve runs within `options.max_estimated_seconds` and `max_table_bytes`: it will not
-  /// refuse the chain.
-  bool within_limits = true;
-};
-
 namespace detail {
 
 inline bool fits_limits(double seconds, double bytes, const solve_options& options) {
