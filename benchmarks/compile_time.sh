@@ -41,9 +41,11 @@ measure() {
   printf "%-45s %6.2f s %6d MB\n" "$1 $2" "$best_s" "$best_mb"
 }
 model=$(grep -m1 "model name" /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ //')
+# (Before the results file is rewritten, which would count as a change.)
+commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- include benchmarks || echo ' (with local changes)')"
 {
   echo "# compile_time.sh: the README's first example, best of $runs, $($cxx --version | head -1)"
-  echo "# commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- include benchmarks || echo ' (with local changes)'), $(date -u +%Y-%m-%d)"
+  echo "# commit $commit, $(date -u +%Y-%m-%d)"
   echo "# machine: ${model:-unknown}, $(nproc) cores, $(uname -sr)"
   echo "# file and flags                                  CPU     peak"
   for flags in -O2 -O0; do
