@@ -93,9 +93,8 @@ void dense(benchmark::State& state, dp::dp_branches branches) {
     dp::interval_bounds b =
         dp::make_interval_bounds(md, dp::persistent_need(md, branches), branches);
     triples = dp::main_dp_triples(b, md.L, M);
-    dp::fast_layout layout = dp::make_fast_layout(b, md.L, M);
-    const dp::fast_table t =
-        dp::optimal_dp_fast(md, std::move(b), std::move(layout), M, branches, 1);
+    dp::dense_layout layout = dp::make_dense_layout(b, md.L, M);
+    const dp::dense_table t = dp::dense_dp(md, std::move(b), std::move(layout), M, branches, 1);
     benchmark::DoNotOptimize(t.get(0, md.L, M));
   }
   state.counters["triples_per_s"] = per_second(triples, state);
@@ -127,7 +126,7 @@ void search(benchmark::State& state, const std::string& name, std::int64_t perce
   double work = 0;
   bool complete = false;
   for (auto _ : state) {
-    const dp::bnb_result r = dp::branch_and_bound_within(md, b, m, branches, 1, 1e9, 1e12);
+    const dp::search_result r = dp::search_dp_within(md, b, m, branches, 1, 1e9, 1e12);
     work = r.work;
     complete = r.complete;
     benchmark::DoNotOptimize(r.value);

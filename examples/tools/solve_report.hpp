@@ -66,8 +66,7 @@ inline solve_report compute_report(const io::chain_file& file, const solve_reque
 namespace detail {
 // The default solve of a DP solver that fell back on 500 slots: it reports its bounds.
 inline bool bounded(const solve_report& rep) {
-  const bool dp =
-      rep.solver == remat::solver::optimal || rep.solver == remat::solver::checkpoint_only;
+  const bool dp = info(rep.solver).dp == solver_dp::persistent;
   // (A solve on merged blocks has no bound of its own: its results are the coarse chain's.)
   return dp && rep.slots == auto_slots && rep.result.feasible && !rep.result.exact &&
          rep.result.coarse_length == 0;
@@ -553,8 +552,7 @@ inline info_report compute_info(const io::chain_file& file, const solve_request&
   }
   if (detail::has_transfer(c)) rep.transfers = stage_transfers(c);
   if (c.transfer.available())
-    rep.min_budget_offload =
-        solve_offload(c, 0, {.slots = exact_units}).min_feasible_budget;
+    rep.min_budget_offload = solve_offload(c, 0, {.slots = exact_units}).min_feasible_budget;
   return rep;
 }
 

@@ -38,15 +38,16 @@ inline std::vector<remat::solver> sweep_solvers(const solve_request& req, const 
   if (!req.solvers.empty()) return req.solvers;
   std::vector<remat::solver> out;
   const bool transfers = c.transfer.offload_bandwidth > 0 || c.transfer.prefetch_bandwidth > 0;
-  const std::size_t exhaustive_limit =
-      transfers ? exhaustive_max_transfer_stages : exhaustive_max_stages;
   for (const remat::solver s : all_solvers) {
+    const solver_info& i = info(s);
     // Without a link to host memory, offload is optimal: the same row twice.
-    if ((s == remat::solver::offload || needs_link(s)) && !c.transfer.available()) continue;
-    if (s == remat::solver::exhaustive && c.length() > exhaustive_limit) {
-      note = "remat-solve: --sweep leaves out exhaustive: the chain has " +
+    if (i.uses_link && !c.transfer.available()) continue;
+    const std::size_t limit =
+        transfers && i.max_link_stages != 0 ? i.max_link_stages : i.max_stages;
+    if (limit != 0 && c.length() > limit) {
+      note = "remat-solve: --sweep leaves out " + std::string(i.name) + ": the chain has " +
              std::to_string(c.length()) + " stages, more than its limit of " +
-             std::to_string(exhaustive_limit) + (transfers ? " with transfers" : "") + "\n";
+             std::to_string(limit) + (transfers ? " with transfers" : "") + "\n";
       continue;
     }
     out.push_back(s);

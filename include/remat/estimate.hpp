@@ -4,46 +4,31 @@
 //   const remat::solve_estimate e = remat::estimate_solve_at(chain, budget);
 //   if (!e.within_limits) ...;  // solve(chain, budget) would refuse: coarsen, or use slots
 //
-// `estimate_solve_at(chain, budget)` costs the plan the solve at that budget makes
-// (detail/dp/dispatch.hpp: the same least-memory DP and choice of engines, with probes and
-// estimates in place of the engines' runs); `estimate_solve(chain)` the whole trade-off curve
-// (every budget at once: sweeps, the curve).
+// `estimate_solve_at(chain, budget)` runs the solve's own dispatch (detail/dp/dispatch.hpp: the
+// same choice, the same probe of the frontier DP and the same order of engines) under a policy
+// that costs each step where the solve would run it (`detail::cost_policy`, below), as CUB answers
+// a size query through the dispatch that runs; `estimate_solve(chain)` costs the whole trade-off
+// curve (every budget at once: sweeps, the curve).
 #pragma once
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
+#include <remat/detail/dp/choose.hpp>
 #include <remat/detail/dp/cost.hpp>
 #include <remat/detail/dp/dispatch.hpp>
 #include <remat/detail/dp/engines/frontier.hpp>
+#include <remat/detail/dp/exact_engines.hpp>
+#include <remat/detail/dp/frontier_solve.hpp>
 #include <remat/detail/dp/model.hpp>
 #include <remat/detail/dp/platform.hpp>
+#include <remat/detail/dp/tuning.hpp>
 #include <remat/solver_options.hpp>
 
 #include <algorithm>
-#include <cstddef>
+#include <cstdint>
 #include <optional>
-#include <vector>
 
 namespace remat {
-
-struct solve_estimate {
-  /// The solve's time (seconds, with `options.threads` threads; an upper bound at the estimates'
-  /// rates, so on a loaded machine low in proportion to the load) and the most memory of its
-  /// tables (bytes).
-  double seconds = 0;
-  double bytes = 0;
-  /// Measured rather than projected: the probe finished the frontier DP.
-  bool measured = false;
-  /// Whether a DP over memory runs at all (not below the least budget, nor from the fastest
-  /// schedule's peak up, nor for the solvers without one).
-  bool runs_dp = false;
-  /// The result will be the exact optimum (predicted from the probe and the estimates: a search
-  /// the estimate does not count on can still make it exact).
-  bool exact = true;
-  /// The solve runs within `options.max_estimated_seconds` and `max_table_bytes`: it will not
-  /// refuse the chain.
-  bool within_limits = true;
-};
 
 namespace detail {
 
@@ -77,71 +62,92 @@ inline solve_estimate probe_whole_frontier(const model& md, dp_branches branches
   return out;
 }
 
-// The cost of a plan of `choose`.
-// The frontier DP's probes are those of the solve (`tuning.frontier_probe_seconds`, in work
-// units: the same each time), so the estimate weighs the engines as the solve will; the whole
-// frontier, where the plan has one, is probed for `whole_probe_seconds`.
-inline solve_estimate estimate_plan(const chain& c, const dp_plan& p, const solve_options& options,
-                                    double whole_probe_seconds = 0.05) {
-  solve_estimate out;
-  if (p.mode == dp_mode::slots) {
-    out.seconds = p.slots_need_seconds + p.dense_seconds;
-    out.bytes = std::max(need_dp_bytes(p.rounded.L), p.dense_bytes);
-    out.runs_dp = p.budget < p.fastest.bytes.peak_memory;
-    out.exact = p.unit.unit == 1 || !out.runs_dp;
-    out.within_limits = fits_limits(out.seconds, out.bytes, options);
+// `dispatch`'s policy that costs the step it visits where run_policy.hpp runs it: each engine's
+// estimate where the solve would run it. `so_far`: the whole frontier's probe, where that step
+// falls back on slots.
+struct cost_policy {
+  using result = solve_estimate;
+  const chain& c;
+  const solve_options& options;
+  double whole_probe_seconds = 0.05;  // the probe of the whole frontier, where the step has one
+  solve_estimate so_far{};
+
+  // The least-memory DP on the chain's own sizes: what every step but slots and the whole
+  // frontier starts with.
+  solve_estimate least_memory(const dp_choice& d) const {
+    solve_estimate out;
+    out.seconds = d.least.seconds;
+    out.bytes = need_dp_bytes(d.md.L);
     return out;
   }
-  if (p.whole) {
-    out = probe_whole_frontier(p.md, p.branches, options, whole_probe_seconds);
-    if (!out.within_limits && p.mode == dp_mode::automatic) {  // Rotor's DP, with its own least
-      dp_plan slots = p;
-      plan_slots(c, slots, options, rotor_slots);
-      out.seconds += slots.slots_need_seconds + slots.dense_seconds;
-      out.bytes = std::max(out.bytes, slots.dense_bytes);
-      out.within_limits =
-          fits_limits(slots.slots_need_seconds + slots.dense_seconds, slots.dense_bytes, options);
-      out.exact = false;
-    }
+
+  solve_estimate settled(const dp_choice& d) const { return least_memory(d); }
+
+  // Rotor's DP on slots, after what was spent so far.
+  solve_estimate slots(const dp_choice& d, const slotted_dp& s, size_type) const {
+    solve_estimate out = so_far;
+    const double seconds = s.need_seconds + s.dense_seconds;
+    const double bytes = std::max(need_dp_bytes(s.rounded.L), s.dense_bytes);
+    out.seconds += seconds;
+    out.bytes = std::max(out.bytes, bytes);
+    out.runs_dp = out.runs_dp || d.request.budget < d.fastest.bytes.peak_memory;
+    out.exact = s.unit.unit == 1 || d.request.budget >= d.fastest.bytes.peak_memory;
+    out.within_limits = fits_limits(seconds, bytes, options);
     return out;
   }
-  out.seconds = p.need_seconds;
-  out.bytes = need_dp_bytes(p.md.L);
-  if (p.settled) return out;
-  out.runs_dp = true;
-  frontier_table probe;
-  std::optional<lower_bound_plan> bounds;
-  const auto byte_limit =
-      static_cast<double>(options.max_table_bytes.value_or(default_table_limit()));
-  // As `run_exact` goes: the probe, then the first engine that fits what it left.
-  const std::vector<exact_candidate> candidates =
-      exact_candidates(p, options, probe_seconds_of(p), probe, bounds);
-  const double probe_spent = probe.work / frontier_limits_of(p.md.L, options, p.threads).rate;
-  if (probe.complete) {
-    out.seconds += probe_spent;
-    for (const exact_candidate& e : candidates)
-      if (e.engine == exact_engine::frontier) out.bytes = std::max(out.bytes, e.bytes);
+
+  solve_estimate constant(const dp_choice&) const { return {}; }  // (never costed)
+
+  // The whole frontier, probed and projected; nullopt where it passes the limits and the step
+  // falls back (the probe's cost is kept in `so_far`).
+  std::optional<solve_estimate> whole(const dp_choice& d, const whole_step& w) {
+    const solve_estimate e =
+        probe_whole_frontier(d.md, d.request.branches, options, whole_probe_seconds);
+    if (e.within_limits || !w.fallback) return e;
+    so_far = e;
+    return std::nullopt;
+  }
+
+  solve_estimate probed(const dp_choice& d, const engines_step&, const exact_attempt& a) const {
+    solve_estimate out = least_memory(d);
+    out.runs_dp = true;
+    out.seconds += a.spent;
+    for (const exact_candidate& x : a.candidates)
+      if (x.engine == exact_engine::frontier) out.bytes = std::max(out.bytes, x.bytes);
     out.measured = true;
     return out;
   }
-  for (const exact_candidate& e : candidates) {
-    if (e.seconds > p.allowance - probe_spent || e.bytes > byte_limit) continue;
-    out.seconds += probe_spent + e.seconds;
-    out.bytes = std::max(out.bytes, e.bytes);
+
+  // The first engine that fits is counted on to finish.
+  std::optional<solve_estimate> engine(const dp_choice& d, const engines_step&,
+                                       const exact_candidate& x, double, exact_attempt& a) const {
+    solve_estimate out = least_memory(d);
+    out.runs_dp = true;
+    out.seconds += a.spent + x.seconds;
+    out.bytes = std::max(out.bytes, x.bytes);
     return out;
   }
-  out.exact = false;
-  if (!p.fallback) {
+
+  solve_estimate refuse(const dp_choice& d, const engines_step&, const exact_attempt&) const {
+    solve_estimate out = least_memory(d);
+    out.runs_dp = true;
+    out.exact = false;
     out.within_limits = false;
     return out;
   }
-  // The exact attempts (at most the allowance), then the 500-slot DP and its bound's DP, which
-  // rounds to fewer memories.
-  const double bound_share = static_cast<double>(tuning.auto_bound_slots) / rotor_slots;
-  out.seconds += p.allowance + (1 + bound_share) * p.dense_seconds;
-  out.bytes = std::max(out.bytes, p.dense_bytes);
-  return out;
-}
+
+  // The probe (no engine fitted what it left: none is tried), then the 500-slot DP and its bound's
+  // DP, which rounds to fewer memories.
+  solve_estimate fallback(const dp_choice& d, const engines_step&, const exact_attempt& a) const {
+    solve_estimate out = least_memory(d);
+    out.runs_dp = true;
+    out.exact = false;
+    const double bound_share = static_cast<double>(tuning.auto_bound_slots) / rotor_slots;
+    out.seconds += a.spent + (1 + bound_share) * d.slotted->dense_seconds;
+    out.bytes = std::max(out.bytes, d.slotted->dense_bytes);
+    return out;
+  }
+};
 
 struct estimate_solve_fn {
   /// The cost of the exact solve (`slots = exact_units`) of `options.solver` on `chain`, every
@@ -154,12 +160,13 @@ struct estimate_solve_fn {
     const chain c = to_chain(chain_in);
     solve_estimate out;
     const auto L = static_cast<std::int32_t>(c.length());
-    if (options.solver == solver::min_memory) {
+    const solver_info& about = info(options.solver);
+    if (about.dp == solver_dp::least_memory) {
       out.seconds = need_dp_pairs(L) / tuning.exact_need_pairs_per_second;
       out.bytes = need_dp_bytes(L);
       out.runs_dp = true;
       out.within_limits = fits_limits(out.seconds, out.bytes, options);
-    } else if (options.solver == solver::optimal || options.solver == solver::checkpoint_only) {
+    } else if (about.has_curve()) {
       out = probe_whole_frontier(make_model(c, 1), branches_of(options.solver), options,
                                  probe_seconds);
     }
@@ -168,18 +175,18 @@ struct estimate_solve_fn {
 };
 
 struct estimate_solve_at_fn {
-  /// The cost of `solve(chain, budget, options)`: the plan it makes (its least-memory DP runs
-  /// here, O(L^3)), with the frontier DP probed as the solve probes it. The solvers without a
-  /// DP: as `estimate_solve`.
+  /// The cost of `solve(chain, budget, options)`: its dispatch, costed (its least-memory DP runs
+  /// here, O(L^3), and its frontier DP is probed as the solve probes it). The solvers without a
+  /// curve: as `estimate_solve`.
   template <chain_like C>
   solve_estimate operator()(const C& chain_in, size_type budget,
                             const solve_options& options = {}) const {
     if (budget < 0) throw_solver_error("the budget must be >= 0");
     const chain c = to_chain(chain_in);
-    if (options.solver != solver::optimal && options.solver != solver::checkpoint_only)
-      return estimate_solve_fn{}(c, options);
+    if (!info(options.solver).has_curve()) return estimate_solve_fn{}(c, options);
     try {
-      return estimate_plan(c, choose(c, budget, options, options.solver), options);
+      cost_policy policy{c, options};
+      return dispatch(policy, choose(c, budget, options, options.solver));
     } catch (const solver_error&) {
       // Refused before any engine: the least-memory DP alone passes the limits.
       solve_estimate out;

@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -42,31 +43,22 @@ namespace detail {
 template <chain_like C>
 constexpr solve_result solve_as_given(const C& chain, size_type budget,
                                       const solve_options& options) {
+  if (!info(options.solver).constant_evaluable && std::is_constant_evaluated())
+    throw_solver_error(std::string(name(options.solver)) +
+                       ": not available in constant expressions");
   switch (options.solver) {
     case solver::store_all: return solve_store_all(chain, budget, options);
-    case solver::exhaustive:
-      if (std::is_constant_evaluated())
-        throw_solver_error("exhaustive: not available in constant expressions");
-      return solve_exhaustive(chain, budget, options);
+    case solver::exhaustive: return solve_exhaustive(chain, budget, options);
     case solver::sequential: return solve_sequential(chain, budget, options);
     case solver::chen_sqrt: return solve_chen_sqrt(chain, budget, options);
     case solver::chen_greedy: return solve_chen_greedy(chain, budget, options);
     case solver::revolve: return solve_revolve(chain, budget, options);
     case solver::checkpoint_only: return solve_checkpoint_only(chain, budget, options);
     case solver::min_memory: return solve_min_memory(chain, budget, options);
-    case solver::offload:
-      if (std::is_constant_evaluated())
-        throw_solver_error("offload: not available in constant expressions");
-      return solve_offload(chain, budget, options);
-    case solver::save_on_cpu:
-    case solver::vdnn:
-    case solver::sequential_offload:
-      if (std::is_constant_evaluated())
-        throw_solver_error(std::string(name(options.solver)) +
-                           ": not available in constant expressions");
-      if (options.solver == solver::save_on_cpu) return solve_save_on_cpu(chain, budget, options);
-      if (options.solver == solver::vdnn) return solve_vdnn(chain, budget, options);
-      return solve_sequential_offload(chain, budget, options);
+    case solver::offload: return solve_offload(chain, budget, options);
+    case solver::save_on_cpu: return solve_save_on_cpu(chain, budget, options);
+    case solver::vdnn: return solve_vdnn(chain, budget, options);
+    case solver::sequential_offload: return solve_sequential_offload(chain, budget, options);
     case solver::optimal: break;
   }
   return solve_optimal(chain, budget, options);
@@ -104,9 +96,10 @@ template <chain_like C>
 solve_result solve_coarsened(const C& chain_in, size_type budget, const solve_options& options) {
   const chain c = to_chain(chain_in);
   if (budget < 0) detail::throw_solver_error("the budget must be >= 0");
-  if (options.solver == solver::offload && options.coarsen != no_coarsening)
-    detail::throw_solver_error(
-        "offload: coarsening is not supported with offloading (solve the chain as given)");
+  if (!info(options.solver).coarsens && options.coarsen != no_coarsening)
+    detail::throw_solver_error(std::string(name(options.solver)) +
+                               ": coarsening is not supported with offloading (solve the chain "
+                               "as given)");
   solve_options inner = options;
   inner.coarsen = no_coarsening;
   if (options.coarsen == no_coarsening) return detail::solve_as_given(c, budget, inner);
@@ -114,7 +107,7 @@ solve_result solve_coarsened(const C& chain_in, size_type budget, const solve_op
   // Only the DP solvers refuse long chains: with auto, they are asked first, and coarsening
   // follows their refusal (the other solvers' errors are not a length's).
   const bool retry =
-      options.coarsen == auto_coarsening && detail::refuses_long_chains(options.solver);
+      options.coarsen == auto_coarsening && info(options.solver).refuses_long_chains();
   if (retry) {
     try {
       return detail::solve_as_given(c, budget, inner);

@@ -29,39 +29,117 @@ enum class solver : std::uint8_t {
   sequential_offload,  ///< sequential with its segment inputs offloaded (needs a link)
 };
 
+/// The longest chain `solve_exhaustive` accepts.
+inline constexpr std::size_t exhaustive_max_stages = 7;
+/// The longest chain `solve_exhaustive` accepts when the chain has a `transfer` (the search
+/// then also tracks times, and its states are many more).
+inline constexpr std::size_t exhaustive_max_transfer_stages = 4;
+
+/// The DP over memory a solver runs, if any (`solver_info::dp`).
+enum class solver_dp : std::uint8_t {
+  none,          ///< none: it never estimates its cost nor refuses a chain for its length
+  persistent,    ///< docs/model.md's DP at the budget: `slots` apply, `exact` and bounds, a curve
+  least_memory,  ///< the least-memory DP, then the persistent DP exact at that least budget
+  offload,       ///< the persistent DP's dense table under the offload DP (docs/offload.md)
+};
+
+/// What a solver is. One table (`info`) says it, and `solve`, `sweep`, `estimate_solve_at`,
+/// `trade_off`, automatic coarsening and the tools read it instead of deciding by name.
+struct solver_info {
+  remat::solver solver = solver::optimal;
+  /// Its name on the command line.
+  std::string_view name;
+  solver_dp dp = solver_dp::none;
+  /// Its DP has docs/model.md's tape branch (F_all(i), the interval after, B(i)); without it the
+  /// DP is classical checkpointing (`checkpoint_only`).
+  bool tape_branch = true;
+  /// It runs in constant expressions (else a `solver_error` there).
+  bool constant_evaluable = true;
+  /// It needs the chain's link to host memory (`chain::transfer`), else a `solver_error`.
+  bool needs_link = false;
+  /// It moves tensors over the link where the chain has one; without one, it returns another
+  /// solver's result (`offload`: `optimal`'s).
+  bool uses_link = false;
+  /// It accepts `solve_options::coarsen` (else a `solver_error`).
+  bool coarsens = true;
+  /// The longest chain it accepts, and where the chain has a link (0: any length).
+  std::size_t max_stages = 0;
+  std::size_t max_link_stages = 0;
+
+  /// It estimates its cost before it runs and refuses past the limits (`max_estimated_seconds`,
+  /// `max_table_bytes`): the solvers automatic coarsening shortens a chain for.
+  [[nodiscard]] constexpr bool refuses_long_chains() const noexcept {
+    return dp == solver_dp::persistent || dp == solver_dp::least_memory;
+  }
+  /// It has an exact trade-off curve (`remat::trade_off`, the sweeps).
+  [[nodiscard]] constexpr bool has_curve() const noexcept { return dp == solver_dp::persistent; }
+};
+
+/// Every solver, in the order tools list them, with what it is.
+inline constexpr solver_info solver_table[] = {
+    {.solver = solver::optimal, .name = "optimal", .dp = solver_dp::persistent},
+    {.solver = solver::store_all, .name = "store-all"},
+    {.solver = solver::exhaustive,
+     .name = "exhaustive",
+     .constant_evaluable = false,
+     .max_stages = exhaustive_max_stages,
+     .max_link_stages = exhaustive_max_transfer_stages},
+    {.solver = solver::sequential, .name = "sequential"},
+    {.solver = solver::chen_sqrt, .name = "chen-sqrt"},
+    {.solver = solver::chen_greedy, .name = "chen-greedy"},
+    {.solver = solver::revolve, .name = "revolve"},
+    {.solver = solver::checkpoint_only,
+     .name = "checkpoint-only",
+     .dp = solver_dp::persistent,
+     .tape_branch = false},
+    {.solver = solver::min_memory, .name = "min-memory", .dp = solver_dp::least_memory},
+    {.solver = solver::offload,
+     .name = "offload",
+     .dp = solver_dp::offload,
+     .constant_evaluable = false,
+     .uses_link = true,
+     .coarsens = false},
+    {.solver = solver::save_on_cpu,
+     .name = "save-on-cpu",
+     .constant_evaluable = false,
+     .needs_link = true,
+     .uses_link = true},
+    {.solver = solver::vdnn,
+     .name = "vdnn",
+     .constant_evaluable = false,
+     .needs_link = true,
+     .uses_link = true},
+    {.solver = solver::sequential_offload,
+     .name = "sequential-offload",
+     .constant_evaluable = false,
+     .needs_link = true,
+     .uses_link = true},
+};
+
+/// What `s` is (`solver_table`).
+constexpr const solver_info& info(solver s) noexcept {
+  for (const solver_info& i : solver_table)
+    if (i.solver == s) return i;
+  return solver_table[0];  // (every enumerator has its row: tests/unit/solve.cpp)
+}
+
 /// True for the solvers that need the chain's link to host memory (`chain::transfer`).
 constexpr bool needs_link(solver s) noexcept {
-  return s == solver::save_on_cpu || s == solver::vdnn || s == solver::sequential_offload;
+  return info(s).needs_link;
 }
 
 /// Every solver, in the order tools list them.
 inline constexpr solver all_solvers[] = {
-    solver::optimal,    solver::store_all,       solver::exhaustive,
-    solver::sequential, solver::chen_sqrt,       solver::chen_greedy,
-    solver::revolve,    solver::checkpoint_only, solver::min_memory,
-    solver::offload,    solver::save_on_cpu,     solver::vdnn,
+    solver::optimal,           solver::store_all,   solver::exhaustive,  solver::sequential,
+    solver::chen_sqrt,         solver::chen_greedy, solver::revolve,     solver::checkpoint_only,
+    solver::min_memory,        solver::offload,     solver::save_on_cpu, solver::vdnn,
     solver::sequential_offload};
 
 /// The solver's name on the command line: `optimal`, `store-all`, `exhaustive`, `sequential`,
 /// `chen-sqrt`, `chen-greedy`, `revolve`, `checkpoint-only`, `min-memory`, `offload`,
 /// `save-on-cpu`, `vdnn`, `sequential-offload`.
 constexpr std::string_view name(solver s) noexcept {
-  switch (s) {
-    case solver::optimal: return "optimal";
-    case solver::store_all: return "store-all";
-    case solver::exhaustive: return "exhaustive";
-    case solver::sequential: return "sequential";
-    case solver::chen_sqrt: return "chen-sqrt";
-    case solver::chen_greedy: return "chen-greedy";
-    case solver::revolve: return "revolve";
-    case solver::checkpoint_only: return "checkpoint-only";
-    case solver::min_memory: return "min-memory";
-    case solver::offload: return "offload";
-    case solver::save_on_cpu: return "save-on-cpu";
-    case solver::vdnn: return "vdnn";
-    case solver::sequential_offload: return "sequential-offload";
-  }
-  return "?";
+  return info(s).name;
 }
 
 /// The solver called `n`, if there is one.
@@ -160,6 +238,26 @@ struct solve_result {
   friend constexpr bool operator==(const solve_result&, const solve_result&) = default;
 
   static constexpr size_type no_budget = -1;
+};
+
+/// What a solve will cost before it runs (`remat::estimate_solve`, `estimate_solve_at`).
+struct solve_estimate {
+  /// The solve's time (seconds, with `options.threads` threads; an upper bound at the estimates'
+  /// rates, so on a loaded machine low in proportion to the load) and the most memory of its
+  /// tables (bytes).
+  double seconds = 0;
+  double bytes = 0;
+  /// Measured rather than projected: the probe finished the frontier DP.
+  bool measured = false;
+  /// Whether a DP over memory runs at all (not below the least budget, nor from the fastest
+  /// schedule's peak up, nor for the solvers without one).
+  bool runs_dp = false;
+  /// The result will be the exact optimum (predicted from the probe and the estimates: a search
+  /// the estimate does not count on can still make it exact).
+  bool exact = true;
+  /// The solve runs within `options.max_estimated_seconds` and `max_table_bytes`: it will not
+  /// refuse the chain.
+  bool within_limits = true;
 };
 
 /// A request a solver cannot honour: a negative budget, a chain too large for the method, a

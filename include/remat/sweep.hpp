@@ -100,6 +100,98 @@ inline std::vector<size_type> even_budgets(size_type lo, size_type hi, std::size
   return out;
 }
 
+// The options of the DP solvers in a sweep, and those of its whole frontiers: forced exact
+// (refused past the limits), or by default within about what solving the budgets one by one may
+// take (`points` solves of the choice at half of store-all's peak).
+inline solve_options sweep_solve_options(const sweep_options& options) {
+  return {.solver = solver::optimal,
+          .slots = options.slots,
+          .max_table_bytes = options.max_table_bytes,
+          .threads = options.threads,
+          .max_estimated_seconds = options.max_estimated_seconds};
+}
+
+inline solve_options whole_frontier_options(const chain& c, const sweep_options& options,
+                                            size_type store_all_memory) {
+  solve_options whole = sweep_solve_options(options);
+  if (options.slots == auto_slots) {
+    const dp_choice mid = choose(c, store_all_memory / 2, whole, solver::optimal);
+    whole.max_estimated_seconds =
+        std::min(options.max_estimated_seconds,
+                 static_cast<double>(options.points) * default_seconds(mid, whole));
+  }
+  return whole;
+}
+
+// The whole frontiers a sweep reads its budgets from, one per DP, computed when first asked for:
+// those of the solvers with a curve, and min-memory's (a point of optimal's), on exact sizes or
+// by default; none where the default's frontier passes its limits.
+class sweep_frontiers {
+ public:
+  sweep_frontiers(const chain& c, const sweep_options& options, size_type store_all_memory)
+      : c_(c),
+        options_(whole_frontier_options(c, options, store_all_memory)),
+        exact_(options.slots == exact_units),
+        on_(exact_ || options.slots == auto_slots) {
+    frontiers_.reserve(2);  // pointers into it stay valid
+  }
+
+  const whole_frontier* of(solver s) {
+    const solver_info& about = info(s);
+    if (!on_ || !(about.has_curve() || about.dp == solver_dp::least_memory)) return nullptr;
+    if (about.dp == solver_dp::least_memory) s = solver::optimal;  // the same DP
+    for (auto& [which, f] : frontiers_)
+      if (which == s) return f ? &*f : nullptr;
+    std::optional<whole_frontier> f;
+    try {
+      f = make_whole_frontier(c_, options_, s);
+    } catch (const solver_error&) {
+      if (exact_) throw;
+    }
+    frontiers_.emplace_back(s, std::move(f));
+    return frontiers_.back().second ? &*frontiers_.back().second : nullptr;
+  }
+
+ private:
+  const chain& c_;
+  solve_options options_;
+  bool exact_, on_;
+  std::vector<std::pair<solver, std::optional<whole_frontier>>> frontiers_;
+};
+
+// One solver's series at `budgets`: read from its whole frontier `f` where it has one (with its
+// curve), else solved budget by budget; `tick` after each budget.
+template <class Tick>
+sweep_series sweep_series_of(const chain& c, solver s, const std::vector<size_type>& budgets,
+                             const whole_frontier* f, solve_options o, Tick&& tick) {
+  sweep_series series;
+  series.solver = s;
+  o.solver = s;
+  for (const size_type b : budgets) {
+    if (f == nullptr) {
+      series.results.push_back(solve(c, b, o));
+    } else if (info(s).dp == solver_dp::least_memory) {
+      // Min-memory's schedule is the exact optimum at the least budget, read from the frontier.
+      solve_result r = whole_frontier_at(c, *f, std::min(b, f->min_feasible_budget), s);
+      r.budget = b;
+      series.results.push_back(std::move(r));
+    } else {
+      series.results.push_back(whole_frontier_at(c, *f, b, s));
+    }
+    tick();
+  }
+  if (f != nullptr && info(s).has_curve()) {
+    for (const frontier_step& p : f->table.root()) {
+      solve_result r = whole_frontier_at(c, *f, f->md.x[0] + p.m, s);
+      if (!r.feasible) continue;
+      if (!series.curve.empty() && !(r.plan.makespan < series.curve.back().plan.makespan)) continue;
+      series.curve.push_back(std::move(r));
+    }
+  }
+  series.min_feasible_budget = series.results.front().min_feasible_budget;
+  return series;
+}
+
 struct sweep_fn {
   /// Runs every solver of `options.solvers` at every budget of the sweep.
   template <chain_like C>
@@ -114,46 +206,13 @@ struct sweep_fn {
     out.store_all_makespan = base.makespan;
     out.store_all_memory = base.peak_memory;
 
-    const solve_options optimal_options{.solver = solver::optimal,
-                                        .slots = options.slots,
-                                        .max_table_bytes = options.max_table_bytes,
-                                        .threads = options.threads,
-                                        .max_estimated_seconds = options.max_estimated_seconds};
-    // The whole frontier of each DP solver, where the sweep reads its budgets from one: forced
-    // exact (refused past the limits), or by default within about what solving the budgets one
-    // by one may take (`points` solves of the plan at half of store-all's peak).
-    const bool exact = options.slots == exact_units;
-    solve_options whole_options = optimal_options;
-    if (options.slots == auto_slots) {
-      const dp_plan mid = choose(c, out.store_all_memory / 2, optimal_options, solver::optimal);
-      const double per_budget =
-          mid.settled ? tuning.auto_min_exact_seconds : mid.allowance + mid.dense_seconds;
-      whole_options.max_estimated_seconds =
-          std::min(options.max_estimated_seconds, static_cast<double>(options.points) * per_budget);
-    }
-    const auto has_frontier = [&](remat::solver s) {
-      return (exact || options.slots == auto_slots) &&
-             (s == solver::optimal || s == solver::checkpoint_only || s == solver::min_memory);
-    };
-    std::vector<std::pair<remat::solver, std::optional<whole_frontier>>> frontiers;
-    frontiers.reserve(2);  // references into it stay valid
-    const auto frontier_of = [&](remat::solver s) -> const std::optional<whole_frontier>& {
-      if (s == solver::min_memory) s = solver::optimal;  // the same DP
-      for (auto& [which, f] : frontiers)
-        if (which == s) return f;
-      std::optional<whole_frontier> f;
-      try {
-        f = make_whole_frontier(c, whole_options, s);
-      } catch (const solver_error&) {
-        if (exact) throw;
-      }
-      frontiers.emplace_back(s, std::move(f));
-      return frontiers.back().second;
-    };
+    const solve_options dp_options = sweep_solve_options(options);
+    sweep_frontiers frontiers(c, options, out.store_all_memory);
     // The least budget does not depend on the budget asked for; 0 costs no table.
-    const size_type least = has_frontier(solver::optimal) && frontier_of(solver::optimal)
-                                ? frontier_of(solver::optimal)->min_feasible_budget
-                                : solve_optimal(c, 0, optimal_options).min_feasible_budget;
+    const whole_frontier* optimal = frontiers.of(solver::optimal);
+    const size_type least = optimal != nullptr
+                                ? optimal->min_feasible_budget
+                                : solve_optimal(c, 0, dp_options).min_feasible_budget;
     if (least == solve_result::no_budget)
       throw_solver_error("optimal: no budget is feasible with " + std::to_string(options.slots) +
                          " slots; use more slots");
@@ -161,44 +220,11 @@ struct sweep_fn {
 
     const std::size_t total = out.budgets.size() * options.solvers.size();
     std::size_t done = 0;
-    for (const remat::solver s : options.solvers) {
-      sweep_series series;
-      series.solver = s;
-      solve_options o = optimal_options;
-      o.solver = s;
-      const whole_frontier* f = has_frontier(s) && frontier_of(s) ? &*frontier_of(s) : nullptr;
-      if (f != nullptr && s == solver::min_memory) {
-        // Min-memory's schedule is the exact optimum at the least budget, read from the same
-        // frontier.
-        for (const size_type b : out.budgets) {
-          solve_result r = b < f->min_feasible_budget
-                               ? whole_frontier_at(c, *f, b, s)
-                               : whole_frontier_at(c, *f, f->min_feasible_budget, s);
-          r.budget = b;
-          series.results.push_back(std::move(r));
-          if (options.progress) options.progress(++done, total);
-        }
-      } else if (f != nullptr) {
-        for (const size_type b : out.budgets) {
-          series.results.push_back(whole_frontier_at(c, *f, b, s));
-          if (options.progress) options.progress(++done, total);
-        }
-        for (const frontier_step& p : f->table.root()) {
-          solve_result r = whole_frontier_at(c, *f, f->md.x[0] + p.m, s);
-          if (!r.feasible) continue;
-          if (!series.curve.empty() && !(r.plan.makespan < series.curve.back().plan.makespan))
-            continue;
-          series.curve.push_back(std::move(r));
-        }
-      } else {
-        for (const size_type b : out.budgets) {
-          series.results.push_back(solve(c, b, o));
-          if (options.progress) options.progress(++done, total);
-        }
-      }
-      series.min_feasible_budget = series.results.front().min_feasible_budget;
-      out.series.push_back(std::move(series));
-    }
+    const auto tick = [&] {
+      if (options.progress) options.progress(++done, total);
+    };
+    for (const remat::solver s : options.solvers)
+      out.series.push_back(sweep_series_of(c, s, out.budgets, frontiers.of(s), dp_options, tick));
     return out;
   }
 };

@@ -40,7 +40,7 @@ struct trade_off_fn {
   constexpr trade_off_result operator()(const C& chain_in,
                                         const solve_options& options = {}) const {
     const chain c = to_chain(chain_in);
-    if (options.solver != solver::optimal && options.solver != solver::checkpoint_only)
+    if (!info(options.solver).has_curve())
       throw_solver_error("trade_off: only optimal and checkpoint-only have a curve, not " +
                          std::string(name(options.solver)));
     const whole_frontier f = make_whole_frontier(c, options, options.solver);

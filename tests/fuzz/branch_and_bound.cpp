@@ -46,30 +46,30 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const size_type m = (size_type{in.byte()} << 8 | size_type{in.byte()}) % (M + 1);
   const size_type slots = 1 + in.byte() % 64;
 
-  const optimal_table ref = optimal_dp_reference(md, M, branches);
+  const reference_table ref = reference_dp(md, M, branches);
   const interval_bounds b = make_interval_bounds(md, persistent_need(md, branches), branches);
   const lower_bound_table lb = bounds_at(md, m, slots, branches);
-  bnb::search whole(md, b, branches);
+  search::engine whole(md, b, branches);
   whole.restart(lb, infinite_time);
-  const bnb_result r = branch_and_bound(md, whole, m);
+  const search_result r = search_dp(md, whole, m);
   if (!r.complete) fail("the search without a cap did not finish");
   const double want = ref.value[ref.at(0, md.L, m)];
   if (r.value != want) fail("the search's value is not the dense DP's");
   if (want < infinite_time) {
-    if (r.ops != optimal_ops(md, ref, 0, md.L, m))
+    if (r.ops != reference_ops(md, ref, 0, md.L, m))
       fail("the search's schedule is not the dense DP's");
   } else if (!r.ops.empty()) {
     fail("ops for an infeasible memory");
   }
 
   if (r.work < 8) return 0;
-  bnb::search s(md, b, branches);  // a new one: `whole` keeps its cells
+  search::engine s(md, b, branches);  // a new one: `whole` keeps its cells
   s.restart(lb, r.work / 4);
-  const bnb_result part = branch_and_bound(md, s, m);
+  const search_result part = search_dp(md, s, m);
   if (part.complete || !part.ops.empty()) fail("a quarter of the work finished the same search");
   const lower_bound_table other = bounds_at(md, m, 1 + in.byte() % 64, branches);
   s.restart(other, infinite_time);
-  const bnb_result resumed = branch_and_bound(md, s, m);
+  const search_result resumed = search_dp(md, s, m);
   if (!resumed.complete || resumed.value != want || resumed.ops != r.ops)
     fail("the resumed search differs from the whole one");
   return 0;

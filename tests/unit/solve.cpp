@@ -77,6 +77,36 @@ TEST_CASE("solver names") {
   CHECK(remat::default_slots == remat::auto_slots);
 }
 
+// What each solver is, said once (solver_info): a row per solver, in the tools' order, and what
+// the dispatch reads from it agrees with what the solvers do.
+TEST_CASE("solver_info: one row per solver, read by the dispatch") {
+  REQUIRE(std::size(remat::solver_table) == std::size(remat::all_solvers));
+  for (std::size_t k = 0; k < std::size(remat::all_solvers); ++k) {
+    const solver s = remat::all_solvers[k];
+    const remat::solver_info& i = remat::info(s);
+    CAPTURE(i.name);
+    CHECK(i.solver == s);
+    CHECK(&remat::solver_table[k] == &i);
+    CHECK(remat::name(s) == i.name);
+    CHECK(remat::needs_link(s) == i.needs_link);
+    CHECK((!i.needs_link || i.uses_link));
+    CHECK((!i.refuses_long_chains() || i.dp != remat::solver_dp::none));
+    CHECK((!i.has_curve() || i.refuses_long_chains()));
+  }
+  CHECK(remat::info(solver::checkpoint_only).has_curve());
+  CHECK_FALSE(remat::info(solver::checkpoint_only).tape_branch);
+  CHECK(remat::info(solver::min_memory).refuses_long_chains());
+  CHECK_FALSE(remat::info(solver::offload).coarsens);
+  CHECK(remat::info(solver::exhaustive).max_stages == remat::exhaustive_max_stages);
+  // A solver that says it is not constant-evaluable refuses there: at run time it answers.
+  const chain c = small();
+  for (const solver s : remat::all_solvers)
+    if (!remat::info(s).needs_link) CHECK_NOTHROW((void)remat::solve(c, 30, {.solver = s}));
+  // Offload refuses coarsening, as its row says.
+  CHECK_THROWS_AS((void)remat::solve(c, 30, {.solver = solver::offload, .coarsen = 1}),
+                  remat::solver_error);
+}
+
 TEST_CASE("dispatch by options") {
   const chain c = small();
   for (size_type budget = 0; budget <= 30; ++budget) {

@@ -29,12 +29,6 @@
 
 namespace remat {
 
-/// The longest chain `solve_exhaustive` accepts.
-inline constexpr std::size_t exhaustive_max_stages = 7;
-/// The longest chain `solve_exhaustive` accepts when the chain has a `transfer` (the search
-/// then also tracks times, and its states are many more).
-inline constexpr std::size_t exhaustive_max_transfer_stages = 4;
-
 namespace detail {
 
 class held_state_space {

@@ -15,7 +15,6 @@
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
 #include <remat/detail/dp/dispatch.hpp>
-#include <remat/detail/dp/engines/dense.hpp>
 #include <remat/detail/dp/offload_spine.hpp>
 #include <remat/detail/solvers/tighten_transfers.hpp>
 #include <remat/detail/verify/finish.hpp>
@@ -34,28 +33,24 @@ namespace remat {
 
 namespace detail {
 
-// The spine DP at `budget` with memory unit `unit`: its schedule, or empty where the budget is
-// infeasible in these units.
-inline std::vector<op> offload_ops(const chain& c, size_type budget, size_type unit,
-                                   const solve_options& options) {
-  const model md = make_model(c, unit);
-  const size_type Mu = budget / unit;
-  if (Mu < md.x[0]) return {};
-  std::vector<size_type> need = persistent_need(md, dp_branches::tape_and_checkpoint);
-  interval_bounds bounds = make_interval_bounds(md, need, dp_branches::tape_and_checkpoint);
-  fast_layout layout = make_fast_layout(bounds, md.L, Mu);
-  const unsigned threads = dp_threads(options.threads);
-  const double bytes = fast_table_bytes(layout, md.L, Mu, threads) +
-                       2.0 * static_cast<double>(md.L + 1) * static_cast<double>(Mu + 1) *
-                           (sizeof(double) + sizeof(std::int32_t));
-  const std::size_t limit = options.max_table_bytes.value_or(default_table_limit());
-  if (bytes > static_cast<double>(limit)) throw_table_too_large(md.L, Mu, bytes, limit, "offload");
-  const fast_table t = optimal_dp_fast(md, std::move(bounds), std::move(layout), Mu,
-                                       dp_branches::tape_and_checkpoint, threads);
-  const offload_spine spine(md, c, t, Mu);
-  const size_type root = Mu - md.x[0];
-  if (!(spine.value(0, tensor_kind::activation, root) < infinite_time)) return {};
-  return spine.ops(root);
+// The least budget of the offload DP's class, on the chain's own sizes.
+inline size_type spine_least_budget(const chain& c) {
+  const model exact = make_model(c, 1);
+  const size_type root_need =
+      offload_spine_need(exact, persistent_need(exact, dp_branches::tape_and_checkpoint), true);
+  return root_need == unreachable ? solve_result::no_budget : exact.x[0] + root_need;
+}
+
+// `r` with its copies kept running and prefetches issued earlier, where the replay says that
+// helps (tighten_transfers.hpp); still `exact` where it was: no schedule of the class is faster.
+inline solve_result tightened(const chain& c, size_type budget, solve_result r) {
+  std::vector<op> tight = tighten_transfers(c, budget, r.plan.ops);
+  if (tight == r.plan.ops) return r;
+  const double makespan = replay(c, tight).makespan;
+  solve_result out = finish(c, solver::offload, budget, std::move(tight), makespan);
+  out.exact = r.exact;
+  out.unit = r.unit;
+  return out;
 }
 
 }  // namespace detail
@@ -78,12 +73,7 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
   solve_result recompute = solve_optimal(c, budget, recompute_options);
   if (!c.transfer.available()) return recompute;
 
-  // The least budget of the class, on the chain's own sizes.
-  const detail::model exact = detail::make_model(c, 1);
-  const size_type root_need = detail::offload_spine_need(
-      exact, detail::persistent_need(exact, detail::dp_branches::tape_and_checkpoint), true);
-  const size_type spine_least =
-      root_need == detail::unreachable ? solve_result::no_budget : exact.x[0] + root_need;
+  const size_type spine_least = detail::spine_least_budget(c);
   auto lesser = [](size_type a, size_type b) {
     return a == solve_result::no_budget ? b : b == solve_result::no_budget ? a : std::min(a, b);
   };
@@ -115,16 +105,10 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
     recompute.min_feasible_budget = least;
     return recompute;
   }
-  // The spine DP in units of budget / slots; by default refined (4x the slots, up to 8000) where
-  // the budget is feasible on the chain's own sizes but not in these units.
-  const size_type first_slots = options.slots == auto_slots ? rotor_slots : options.slots;
-  std::vector<op> ops;
-  size_type unit = 1;
-  for (size_type slots = first_slots;; slots *= 4) {
-    unit = detail::discretize(budget, slots).unit;
-    ops = detail::offload_ops(c, budget, unit, options);
-    if (!ops.empty() || options.slots != auto_slots || unit == 1 || slots >= 8000) break;
-  }
+  // The spine DP, in the units the dispatch chooses (`detail::run_spine`).
+  detail::spine_run spine = detail::run_spine(c, budget, options);
+  std::vector<op>& ops = spine.ops;
+  const size_type unit = spine.unit;
   solve_result out = recompute;
   if (!ops.empty()) {
     const replay_result r = detail::replay(c, ops);
@@ -141,18 +125,7 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
       out.exact = false;
     }
   }
-  // Copies kept running and prefetches issued earlier, where the replay says that helps.
-  if (out.feasible) {
-    std::vector<op> tight = detail::tighten_transfers(c, budget, out.plan.ops);
-    if (tight != out.plan.ops) {
-      const bool dp_exact = out.exact;
-      const size_type unit_used = out.unit;
-      const replay_result r = detail::replay(c, tight);
-      out = detail::finish(c, solver::offload, budget, std::move(tight), r.makespan);
-      out.exact = dp_exact;  // still no schedule of the class is faster
-      out.unit = unit_used;
-    }
-  }
+  if (out.feasible) out = detail::tightened(c, budget, std::move(out));
   // A schedule the DP found with slots below the others' least budgets is one at this budget.
   out.min_feasible_budget = out.feasible ? lesser(least, budget) : least;
   return out;

@@ -46,8 +46,8 @@ TEST_CASE("checkpoint-only: Revolve's binomial count on the homogeneous chain, e
   for (std::int32_t length = 1; length <= 50; ++length) {
     const auto md = remat::detail::make_model(homogeneous(length), 1);
     const size_type top = length + 6;
-    const auto t = remat::detail::optimal_dp_reference(md, top - md.x[0],
-                                                       remat::detail::dp_branches::checkpoint_only);
+    const auto t =
+        remat::detail::reference_dp(md, top - md.x[0], remat::detail::dp_branches::checkpoint_only);
     for (size_type budget = md.x[0]; budget <= top; ++budget) {  // below it, not even a_0 fits
       CAPTURE(length);
       CAPTURE(budget);

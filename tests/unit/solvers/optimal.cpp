@@ -3,6 +3,7 @@
 // discretization, the exact tape-branch check, the table-size guard and degenerate chains.
 #include <remat/solvers/optimal.hpp>
 
+#include <remat/io/chain_json.hpp>
 #include <remat/simulate.hpp>
 #include <remat/solve.hpp>
 #include <remat/solvers/exhaustive.hpp>
@@ -21,9 +22,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 namespace unit_solvers_optimal_test {
@@ -141,8 +145,7 @@ TEST_CASE("property: exact units, every budget from the least feasible to store-
     CHECK(none.feasible == (least == 0));
 
     const remat::detail::model md = remat::detail::make_model(c, 1);
-    const remat::detail::optimal_table t =
-        remat::detail::optimal_dp_reference(md, top - c.input_size);
+    const remat::detail::reference_table t = remat::detail::reference_dp(md, top - c.input_size);
     auto value = [&](size_type b) { return t.value[t.at(0, md.L, b - c.input_size)]; };
     if (least > c.input_size) CHECK(value(least - 1) == infinite);
 
@@ -155,7 +158,7 @@ TEST_CASE("property: exact units, every budget from the least feasible to store-
       CHECK((v > all.makespan || close(v, all.makespan)));
       previous = v;
       const std::vector<remat::op> ops =
-          remat::detail::optimal_ops(md, t, 0, md.L, b - c.input_size);
+          remat::detail::reference_ops(md, t, 0, md.L, b - c.input_size);
       const replay_result r = remat::simulate(c, ops);
       REQUIRE(r.valid());
       CHECK(r.peak_memory <= b);
@@ -202,8 +205,7 @@ TEST_CASE("property: the DP equals an independent transcription of docs/model.md
     INFO(chain_text(c));
     const size_type top = store_all_replay(c).peak_memory;
     const remat::detail::model md = remat::detail::make_model(c, 1);
-    const remat::detail::optimal_table t =
-        remat::detail::optimal_dp_reference(md, top - c.input_size);
+    const remat::detail::reference_table t = remat::detail::reference_dp(md, top - c.input_size);
     reference_dp reference(c);
     for (size_type b = 0; b <= top; ++b) {
       CAPTURE(b);
@@ -294,8 +296,7 @@ TEST_CASE("property: slots are never faster than exact units") {
     CAPTURE(slots);
     const size_type top = store_all_replay(c).peak_memory;
     const remat::detail::model md = remat::detail::make_model(c, 1);
-    const remat::detail::optimal_table t =
-        remat::detail::optimal_dp_reference(md, top - c.input_size);
+    const remat::detail::reference_table t = remat::detail::reference_dp(md, top - c.input_size);
     for (int k = 0; k < 3; ++k) {
       const size_type b = std::uniform_int_distribution<size_type>(c.input_size, top)(rng);
       CAPTURE(b);
@@ -489,8 +490,8 @@ TEST_CASE("the DP table's size is guarded") {
   // Store-all peaks at 6 (a_0 t_1 t_2 t_3 g_3 g_2); at 5 the DP runs, with M = 5 - 1 = 4 units.
   // The limit applies to the compact table of the fast DP, estimated before allocating.
   const remat::detail::model md = remat::detail::make_model(c, 1);
-  const auto bytes = static_cast<std::size_t>(remat::detail::fast_table_bytes(
-      remat::detail::make_fast_layout(
+  const auto bytes = static_cast<std::size_t>(remat::detail::dense_table_bytes(
+      remat::detail::make_dense_layout(
           remat::detail::make_interval_bounds(md, remat::detail::persistent_need(md),
                                               remat::detail::dp_branches::tape_and_checkpoint),
           md.L, 4),
@@ -750,12 +751,12 @@ TEST_CASE("property: one budget by branch and bound: the whole curve's value, th
     const size_type m = t.budget - md.x[0];
     const remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
         md, remat::detail::persistent_need(md, t.branches), t.branches);
-    const remat::detail::bnb_result r = remat::detail::branch_and_bound(md, b, m, 64, t.branches);
+    const remat::detail::search_result r = remat::detail::search_dp(md, b, m, 64, t.branches);
     REQUIRE(r.complete);
     ++searched;
     CHECK(r.value == whole.plan.makespan);
-    const remat::detail::optimal_table ref = remat::detail::optimal_dp_reference(md, m, t.branches);
-    CHECK(r.ops == remat::detail::optimal_ops(md, ref, 0, md.L, m));
+    const remat::detail::reference_table ref = remat::detail::reference_dp(md, m, t.branches);
+    CHECK(r.ops == remat::detail::reference_ops(md, ref, 0, md.L, m));
   });
   CHECK(searched > remat::testing::trials(1000));
 }
@@ -795,10 +796,12 @@ TEST_CASE("property: the default solve bounded: the 500-slot schedule, and its b
           static_cast<size_type>(0.6 * static_cast<double>(top))}) {
       CAPTURE(b);
       const double optimum = whole.table.value(0, md.L, b - md.x[0]);
-      remat::detail::dp_plan p = remat::detail::choose(c, b, {}, remat::solver::optimal);
-      if (p.settled) continue;
-      p.allowance = 0;
-      REQUIRE(p.fallback);
+      remat::detail::dp_choice p = remat::detail::choose(c, b, {}, remat::solver::optimal);
+      auto* engines = std::get_if<remat::detail::engines_step>(&p.step);
+      if (engines == nullptr) continue;  // settled
+      engines->allowance = 0;
+      engines->frontier_allowance = 0;
+      REQUIRE(engines->fallback);
       const solve_result r = remat::detail::run(c, p, {});
       const solve_result slots = remat::solve_optimal(c, b, {.slots = 500});
       CHECK(r.min_feasible_budget == whole.min_feasible_budget);
@@ -848,6 +851,44 @@ TEST_CASE("property: the default solve is never slower than Rotor's 500 slots") 
       if (!slots.feasible) continue;
       REQUIRE(by_default.feasible);
       CHECK(by_default.plan.makespan <= slots.plan.makespan);
+    }
+  }
+}
+
+// The default is exact wherever an exact engine costs no more than the 500-slot solve
+// and its fallback would (its choice is made on estimates at fixed rates, so this is the same on
+// every machine). At 90 budgets drawn between the least and store-all's peak, on the bundled
+// chains and on random chains of 5 to 25 stages with byte-sized sizes (up to 10^9, no common
+// factor), the default returns the exact optimum, schedule and all.
+TEST_CASE("property: the default is the exact optimum on the bundled and byte-sized chains") {
+  std::vector<std::pair<std::string, chain>> chains;
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(REMAT_SOURCE_DIR) + "/examples/chains"))
+    if (e.path().extension() == ".json")
+      chains.emplace_back(e.path().filename().string(), remat::io::read_chain_file(e.path()).chain);
+  REQUIRE(chains.size() >= 5);
+  std::mt19937_64 rng(41);
+  for (int n = 0; n < remat::testing::trials(16); ++n)
+    chains.emplace_back(
+        "random " + std::to_string(n),
+        random_chain(rng, {.min_stages = 5, .max_stages = 25, .max_size = 1000000000}));
+  for (const auto& named : chains) {
+    const std::string& name = named.first;  // (clang 14 captures no structured binding)
+    const chain& c = named.second;
+    CAPTURE(name);
+    const size_type least = remat::solve_optimal(c, 0).min_feasible_budget;
+    const size_type top = store_all_replay(c).peak_memory;
+    std::uniform_int_distribution<size_type> budget(least, top);
+    for (int k = 0; k < remat::testing::trials(90); ++k) {
+      const size_type b = budget(rng);
+      CAPTURE(b);
+      const solve_result by_default = remat::solve_optimal(c, b);
+      const solve_result exact = remat::solve_optimal(c, b, {.slots = remat::exact_units});
+      REQUIRE(by_default.feasible);
+      CHECK(by_default.exact);
+      CHECK(by_default.plan.makespan == exact.plan.makespan);
+      // (Where 500 slots were proven optimal by their bound, the unit is theirs.)
+      if (by_default.unit == 1) CHECK(by_default.plan.ops == exact.plan.ops);
     }
   }
 }

@@ -34,11 +34,6 @@
 
 namespace remat::detail {
 
-// The solvers that refuse chains too long for them: the DP solvers.
-constexpr bool refuses_long_chains(solver s) noexcept {
-  return s == solver::optimal || s == solver::checkpoint_only || s == solver::min_memory;
-}
-
 struct dp_cost_bound {
   double seconds = 0;
   double bytes = 0;
@@ -49,12 +44,13 @@ struct dp_cost_bound {
 inline dp_cost_bound dp_cost_for_length(const chain& c, std::int32_t K, size_type budget,
                                         const solve_options& options) {
   dp_cost_bound out;
-  if (options.solver == solver::min_memory) {
+  const solver_info& about = info(options.solver);
+  if (about.dp == solver_dp::least_memory) {
     out.seconds = need_dp_pairs(K) / tuning.exact_need_pairs_per_second;
     out.bytes = need_dp_bytes(K);
     return out;
   }
-  if (!refuses_long_chains(options.solver)) return out;
+  if (!about.refuses_long_chains()) return out;
   const dp_branches branches = branches_of(options.solver);
   double total = 0;
   for (const stage& s : c.stages)
@@ -103,8 +99,7 @@ inline bool within_limits(const dp_cost_bound& cost, const solve_options& option
 // fits, which the closed form bounds.
 inline std::size_t auto_coarse_length(const chain& c, size_type budget,
                                       const solve_options& options) {
-  const bool frontier = options.slots == exact_units && (options.solver == solver::optimal ||
-                                                         options.solver == solver::checkpoint_only);
+  const bool frontier = options.slots == exact_units && info(options.solver).has_curve();
   const auto L = static_cast<std::int32_t>(c.length());
   auto fits = [&](std::int32_t K) {
     if (!frontier) return within_limits(dp_cost_for_length(c, K, budget, options), options);

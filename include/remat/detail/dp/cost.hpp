@@ -32,14 +32,14 @@ constexpr double need_dp_pairs(std::int32_t L) noexcept {
   return n * (n + 1) * (n + 2) / 6;
 }
 
-// Bytes of one least-memory DP run: a triangle of needs and a square copy (persistent_need_fast),
-// or the least_peak_dp's three triangles.
+// Bytes of one least-memory DP run: a triangle of needs and a square copy
+// (persistent_need_in_doubles), or the least_peak_dp's three triangles.
 constexpr double need_dp_bytes(std::int32_t L) noexcept {
   const auto n = static_cast<double>(L) + 1;
   return 8 * (n * n + n * (n + 1));
 }
 
-// The seconds of `runs` least-memory DPs of a chain: the fast one while the chain's sizes sum
+// The seconds of `runs` least-memory DPs of a chain: the one in doubles while the chain's sizes sum
 // below 2^52 (need_in_doubles), the exact one otherwise.
 inline double need_dp_seconds(const chain& c, double runs) {
   double total = static_cast<double>(c.input_size) + static_cast<double>(c.loss_overhead);

@@ -27,10 +27,9 @@
 
 namespace remat::detail {
 
-// The branches of each DP solver: the one place that maps them.
+// The branches of each DP solver (`solver_info::tape_branch`).
 constexpr dp_branches branches_of(solver s) noexcept {
-  return s == solver::checkpoint_only ? dp_branches::checkpoint_only
-                                      : dp_branches::tape_and_checkpoint;
+  return info(s).tape_branch ? dp_branches::tape_and_checkpoint : dp_branches::checkpoint_only;
 }
 
 [[noreturn]] inline void throw_makespan_overflow(solver which) {
@@ -125,8 +124,9 @@ constexpr whole_frontier make_whole_frontier(const chain& c, const solve_options
   w.md = make_model(c, 1);
   if (!w.md.exact_sums) w.bounds = make_interval_bounds(w.md, {}, branches);
   frontier_options fo{.branches = branches};
+  frontier_limits limits;
   if (!std::is_constant_evaluated()) {
-    const frontier_limits limits = frontier_limits_of(w.md.L, options);
+    limits = frontier_limits_of(w.md.L, options);
     const double seconds = limits.fixed.seconds;
     if (limits.fixed.bytes > static_cast<double>(limits.byte_limit) ||
         seconds > options.max_estimated_seconds)
@@ -136,12 +136,10 @@ constexpr whole_frontier make_whole_frontier(const chain& c, const solve_options
     fo.max_points = limits.max_points();
   }
   w.table = frontier_dp(w.md, w.bounds, fo);
-  if (!w.table.complete) {
-    const frontier_limits limits = frontier_limits_of(w.md.L, options);
+  if (!w.table.complete)
     refuse_frontier(name(which), c, limits.fixed.seconds + w.table.projected_work / limits.rate,
                     limits.fixed.bytes + w.table.projected_points * frontier_point_bytes, options,
                     limits.byte_limit);
-  }
   const std::vector<frontier_step>& root = w.table.root();
   w.min_feasible_budget = root.empty() ? solve_result::no_budget : w.md.x[0] + root.front().m;
   // The fastest schedule is the answer wherever its peak fits, whatever the frontier says there:

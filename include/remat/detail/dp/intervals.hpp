@@ -121,7 +121,7 @@ constexpr size_type add_or_unreachable(size_type a, size_type b) noexcept {
 // * S: that sub-schedule's time, fw[i] + bw[i] + S(i+1, l), summed in the order of the tape
 //   branch. Every schedule of the interval runs each of its forwards at least once and each
 //   backward once, so in exact arithmetic S <= OPT(i, l, m) for every m, with equality from
-//   store on. The DPs use both facts as rules (see `optimal_cell`).
+//   store on. The DPs use both facts as rules (see `reference_cell`).
 struct interval_bounds {
   std::vector<size_type> need;  // [interval]
   std::vector<size_type> store;

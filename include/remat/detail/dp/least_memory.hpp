@@ -17,7 +17,7 @@
 namespace remat::detail {
 
 // feasibility is a threshold in m because every condition of the DP is), and a choice that
-// reaches it (same encoding as `optimal_table::choice`). Among the choices that reach the least
+// reaches it (same encoding as `reference_table::choice`). Among the choices that reach the least
 // need, the one whose schedule (built from the sub-intervals' recorded schedules) is fastest is
 // kept, ties to the tape branch, then to the smallest j. The time is a tie-break only: with slack
 // in a sub-interval a faster schedule of the same peak may exist (`optimal` at that budget finds
@@ -99,7 +99,7 @@ constexpr bool need_in_doubles(const model& md) noexcept {
   return total < exact;
 }
 
-inline std::vector<size_type> persistent_need_fast(const model& md, dp_branches branches) {
+inline std::vector<size_type> persistent_need_in_doubles(const model& md, dp_branches branches) {
   const std::int32_t L = md.L;
   const auto n = static_cast<std::size_t>(L) + 1;
   auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
@@ -161,7 +161,7 @@ inline std::vector<size_type> persistent_need_fast(const model& md, dp_branches 
 constexpr std::vector<size_type> persistent_need(
     const model& md, dp_branches branches = dp_branches::tape_and_checkpoint) {
   if (!std::is_constant_evaluated() && need_in_doubles(md))
-    return persistent_need_fast(md, branches);
+    return persistent_need_in_doubles(md, branches);
   return least_peak_dp(md, branches).need;
 }
 

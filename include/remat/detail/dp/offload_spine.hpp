@@ -22,8 +22,8 @@
 #include <remat/chain.hpp>
 #include <remat/detail/dp/engines/dense_table.hpp>
 #include <remat/detail/dp/intervals.hpp>
-#include <remat/detail/dp/read_back.hpp>
 #include <remat/detail/dp/model.hpp>
+#include <remat/detail/dp/read_back.hpp>
 #include <remat/schedule.hpp>
 #include <remat/solver_options.hpp>
 
@@ -49,14 +49,21 @@ struct spine_choice {
   }
 };
 
+// The bytes of the spine table over m in [0, M] (values and choices, both kinds of item).
+constexpr double offload_spine_bytes(std::int32_t L, size_type M) noexcept {
+  return 2.0 * (static_cast<double>(L) + 1) * (static_cast<double>(M) + 1) *
+         (sizeof(double) + sizeof(std::int32_t));
+}
+
 // The spine table over m in [0, M], for both kinds of input item.
 class offload_spine {
  public:
   // `md`: the model in units; `c`: the chain's own sizes and bandwidths (transfer times); `t`:
   // OPT(i, l, m) of the persistent DP on `md` for every m <= M.
-  offload_spine(const model& md, const chain& c, const fast_table& t, size_type M)
+  offload_spine(const model& md, const chain& c, const dense_table& t, size_type M)
       : md_(md), c_(c), t_(t), M_(M), L_(md.L) {
-    const std::size_t cells = 2 * (static_cast<std::size_t>(L_) + 1) * (static_cast<std::size_t>(M) + 1);
+    const std::size_t cells =
+        2 * (static_cast<std::size_t>(L_) + 1) * (static_cast<std::size_t>(M) + 1);
     value_.assign(cells, infinite_time);
     choice_.assign(cells, -1);
     for (std::int32_t i = L_; i >= 0; --i)
@@ -122,8 +129,9 @@ class offload_spine {
         out.push_back(backward(f->i));
       } else {
         const std::vector<op> left = persistent_ops(
-            md_, f->i, f->ch.j - 1, f->m,
-            [&](std::int32_t a, std::int32_t b, size_type mm) { return t_.choice_at(md_, a, b, mm); });
+            md_, f->i, f->ch.j - 1, f->m, [&](std::int32_t a, std::int32_t b, size_type mm) {
+              return t_.choice_at(md_, a, b, mm);
+            });
         out.insert(out.end(), left.begin(), left.end());
       }
     }
@@ -227,8 +235,8 @@ class offload_spine {
         }
       }
       forward += md_.fw[idx(j - 1)];
-      forwards = j == i + 1 ? md_.x[idx(i + 1)] + md_.ft[idx(i)]
-                            : std::max(forwards, forward_peak(j - 1));
+      forwards =
+          j == i + 1 ? md_.x[idx(i + 1)] + md_.ft[idx(i)] : std::max(forwards, forward_peak(j - 1));
       if (!kept_fits && !(transfers && offload_fits)) break;
       const size_type xj = md_.x[idx(j)];
       const double left = t_.get(i, j - 1, m);
@@ -253,7 +261,7 @@ class offload_spine {
 
   const model& md_;
   const chain& c_;
-  const fast_table& t_;
+  const dense_table& t_;
   size_type M_;
   std::int32_t L_;
   std::vector<double> value_;
@@ -280,11 +288,13 @@ inline size_type offload_spine_need(const model& md, const std::vector<size_type
       }
       const size_type s = transfers ? (kind == 1 ? md.xb[idx(i)] : md.x[idx(i)]) : 0;
       // Below the cell's budget by the item where it is offloaded (never below 0).
-      auto relieved = [&](size_type v) { return v == unreachable ? v : std::max<size_type>(0, v - s); };
+      auto relieved = [&](size_type v) {
+        return v == unreachable ? v : std::max<size_type>(0, v - s);
+      };
       size_type best = unreachable;
       const size_type tape_below = need_of[2 * idx(i + 1) + 1];
-      best = std::min(best, std::max(tape_ops_memory(md, i, L),
-                                     relieved(plus(md.xb[idx(i + 1)], tape_below))));
+      best = std::min(
+          best, std::max(tape_ops_memory(md, i, L), relieved(plus(md.xb[idx(i + 1)], tape_below))));
       size_type forwards = md.x[idx(i + 1)] + md.ft[idx(i)];
       size_type relieved_forwards = 0;
       for (std::int32_t j = i + 1; j <= L; ++j) {

@@ -13,7 +13,7 @@
 namespace remat::detail {
 
 // The schedule of cell (i, l, m), without recursion (chains can be long). `choice_of(i, l, m)`
-// gives the cell's choice in the encoding of `optimal_table::choice`.
+// gives the cell's choice in the encoding of `reference_table::choice`.
 template <class ChoiceOf>
 constexpr std::vector<op> persistent_ops(const model& md, std::int32_t i, std::int32_t l,
                                          size_type m, ChoiceOf choice_of) {
@@ -53,11 +53,11 @@ constexpr std::vector<op> persistent_ops(const model& md, std::int32_t i, std::i
   return ops;
 }
 
-// The dense DP's choice at cell (i, l, m), finite there (`optimal_cell`: the tape branch on a tie,
-// then the smallest j), recomputed from the cells' values `value_of(i, l, m)`; -1 where no branch
-// reaches the cell's value. Where an engine's values are the dense DP's bit for bit (sums exact,
-// `model::exact_sums`), its schedule read back with these choices is the dense DP's: every engine
-// then gives the same schedule at a budget, not just the same makespan.
+// The dense DP's choice at cell (i, l, m), finite there (`reference_cell`: the tape branch on a
+// tie, then the smallest j), recomputed from the cells' values `value_of(i, l, m)`; -1 where no
+// branch reaches the cell's value. Where an engine's values are the dense DP's bit for bit (sums
+// exact, `model::exact_sums`), its schedule read back with these choices is the dense DP's: every
+// engine then gives the same schedule at a budget, not just the same makespan.
 template <class ValueOf>
 constexpr std::int32_t dense_choice(const model& md, dp_branches branches, std::int32_t i,
                                     std::int32_t l, size_type m, ValueOf value_of) {

@@ -34,11 +34,14 @@ struct tuning_constants {
   double search_max_rounding_loss = 0.25;  // of m, lost by the bounds' unit: no search above
   std::int32_t search_max_stages = 1000;   // its recursion depth (stack), not a speed
 
-  // The default solve (`auto_slots`, detail/dp/dispatch.hpp): the exact engines get this share
-  // of the time the 500-slot solve is estimated at, and at least `auto_min_exact_seconds`; where
-  // none finishes within it, the 500-slot DP and its bound run (bench_solver_scaling,
-  // `default/*`: time_ratio, exact).
+  // The default solve (`auto_slots`, detail/dp/choose.hpp `default_engines`): the search and the
+  // dense DP get `auto_exact_share` of the time the 500-slot solve is estimated at, the frontier
+  // DP `auto_frontier_share` of it and the fallback's own estimate (it resumes from its probe,
+  // and where it finishes the fallback is not run), each at least `auto_min_exact_seconds`;
+  // where none finishes within it, the 500-slot DP and its bound run (bench_solver_scaling,
+  // `default/*`: time_ratio, exact; and the property test of tests/unit/solvers/optimal.cpp).
   double auto_exact_share = 1.0;
+  double auto_frontier_share = 2.0;
   // How long the frontier DP runs before its projection is weighed against the other exact
   // engines' estimates, and how many times its lower bounds' DP the search is estimated to take
   // in all (`search/*`, `default/*`).
@@ -47,6 +50,12 @@ struct tuning_constants {
   double search_cost_factor = 2;
   double auto_min_exact_seconds = 0.001;
   size_type auto_bound_slots = 250;  // memories of the bound's DP (sizes rounded down)
+
+  // The offload solver by default (solvers/offload.hpp, detail/dp/dispatch.hpp `run_spine`): its
+  // DP on `rotor_slots` slots, and where the budget is feasible on the chain's own sizes but not
+  // in those units, this many times the slots, up to `offload_max_slots` (`offload_quality`).
+  size_type offload_slot_growth = 4;
+  size_type offload_max_slots = 8000;
 };
 
 inline constexpr tuning_constants tuning{};

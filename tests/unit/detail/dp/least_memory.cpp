@@ -1,5 +1,5 @@
-// The run-time least-memory DP (`persistent_need_fast`, in doubles) gives the same needs as the
-// constexpr one (`least_peak_dp`), and the interval bounds hold what they promise.
+// The run-time least-memory DP (`persistent_need_in_doubles`, in doubles) gives the same needs as
+// the constexpr one (`least_peak_dp`), and the interval bounds hold what they promise.
 #include <remat/detail/dp/least_memory.hpp>
 #include <remat/detail/dp/read_back.hpp>
 
@@ -22,7 +22,7 @@ using remat::size_type;
 using remat::detail::dp_branches;
 }  // namespace
 
-TEST_CASE("property: persistent_need_fast equals least_peak_dp's need, both DPs") {
+TEST_CASE("property: persistent_need_in_doubles equals least_peak_dp's need, both DPs") {
   std::mt19937_64 rng(61);
   int compared = 0;
   for (int n = 0; n < 3000; ++n) {
@@ -34,7 +34,8 @@ TEST_CASE("property: persistent_need_fast equals least_peak_dp's need, both DPs"
     const remat::detail::model md = remat::detail::make_model(c, 1 + n % 4);
     REQUIRE(remat::detail::need_in_doubles(md));
     for (const dp_branches b : {dp_branches::tape_and_checkpoint, dp_branches::checkpoint_only}) {
-      CHECK(remat::detail::persistent_need_fast(md, b) == remat::detail::least_peak_dp(md, b).need);
+      CHECK(remat::detail::persistent_need_in_doubles(md, b) ==
+            remat::detail::least_peak_dp(md, b).need);
       ++compared;
     }
   }

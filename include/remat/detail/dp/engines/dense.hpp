@@ -7,9 +7,10 @@
 //   sum the DP forms is exact in a double (`quantize_times`, `model::exact_sums`), so the DP may
 //   group additions as it likes and still match the reference bit for bit.
 // * Compact table. Interval (i, l) stores OPT only for m in [need, min(store - 1, M)]: below need
-//   it is infinite, from store on it is S (the rules of `optimal_cell`). Values are doubles: exact
-//   integers of the time quantum up to 2^53 of them. No choices are stored: the schedule's cells
-//   recompute theirs with the reference's expressions and tie-breaking (`fast_table::choice_at`).
+//   it is infinite, from store on it is S (the rules of `reference_cell`). Values are doubles:
+//   exact integers of the time quantum up to 2^53 of them. No choices are stored: the schedule's
+//   cells recompute theirs with the reference's expressions and tie-breaking
+//   (`dense_table::choice_at`).
 // * The window (`dp::window_from`). Each column l keeps, for every m, the least over the split
 //   points j > i of H(j, m) = P(j) + OPT(j, l, m - x_j) (P: prefix sums of 2 fw + bw), one O(M)
 //   update per cell. Minus P(i) it bounds every checkpoint branch of (i, l) from below, and it is
@@ -18,14 +19,14 @@
 // * Vectorized over m. The checkpoint branch at j is, over a run of m, (acc + R[m - x_j]) + Lf[m]
 //   with R and Lf contiguous (or constant where they reach S): a loop the compiler vectorizes.
 // * Exact pruning. Every value is >= S and non-increasing in m. m is cut into blocks of 32
-//   (`fast::block`), and every interval keeps a sample per block: its value at the block's last
+//   (`dense::block`), and every interval keeps a sample per block: its value at the block's last
 //   m, the least in the block. For branch j and a block of the cell, (acc + sample of R) +
 //   (sample of Lf) is a lower bound of the branch over the block; where it is not below the best
 //   so far at the block's first m (the largest in the block), the block is skipped. Branches of
 //   small forward cost run first, and the others then mostly fall under the bar. The best so
 //   far is kept non-increasing in m (`dp::settle`), which makes the block's first m its largest.
 //   The block tests run 4 blocks to an instruction (AVX2) or one by one, as bit masks.
-// * Tiles. Cells go by square tiles of T x T (`fast::tile_side`). The split points a tile's
+// * Tiles. Cells go by square tiles of T x T (`dense::tile_side`). The split points a tile's
 //   cells share (between its rows and its columns) run first, j outermost: per j, T rows and T
 //   columns of the table serve T^2 cells while they are in cache. Then each cell takes its
 //   tape branch and its other split points.
@@ -52,31 +53,31 @@
 
 namespace remat::detail {
 
-// Every byte `optimal_dp_fast` allocates beyond the bounds and the layout: values, samples, the
+// Every byte `dense_dp` allocates beyond the bounds and the layout: values, samples, the
 // intervals' summary, and per thread its scratch.
-inline double fast_table_bytes(const fast_layout& layout, std::int32_t L, size_type M,
-                               unsigned threads) {
-  const double per_thread = fast::scratch_size(L, M, fast::tile_side(L, M)).bytes;
+inline double dense_table_bytes(const dense_layout& layout, std::int32_t L, size_type M,
+                                unsigned threads) {
+  const double per_thread = dense::scratch_size(L, M, dense::tile_side(L, M)).bytes;
   return static_cast<double>(layout.entries + layout.samples) * sizeof(double) +
-         static_cast<double>(layout.offset.size()) * sizeof(fast::interval_info) +
-         fast::columns::bytes(L, layout.last_m) + static_cast<double>(threads) * per_thread;
+         static_cast<double>(layout.offset.size()) * sizeof(dense::interval_info) +
+         dense::columns::bytes(L, layout.last_m) + static_cast<double>(threads) * per_thread;
 }
 
-// The fast DP over m in [0, M] for every interval, with `threads` threads (>= 1), in tiles of
+// The dense DP over m in [0, M] for every interval, with `threads` threads (>= 1), in tiles of
 // side `side`. `bounds` must be
 // `make_interval_bounds(md, persistent_need(md, branches), branches)` and `layout` its
-// `make_fast_layout`.
+// `make_dense_layout`.
 //
-// The cells go by square tiles (`fast::tile_side`), tile (p, q) holding rows [pT, pT + T - 1]
+// The cells go by square tiles (`dense::tile_side`), tile (p, q) holding rows [pT, pT + T - 1]
 // and columns [qT, qT + T - 1]; tile (p, q) reads the tiles (p', q) for p < p' <= q and (p, q')
 // for p <= q' < q, so tiles go by diagonals q - p. Threads take tiles in that order from a
 // counter, each waiting for the two tiles it reads last ((p + 1, q) and (p, q - 1), which waited
 // for theirs). Every cell computes the same function of the same inputs whatever the order, so
 // the result does not depend on the thread count.
-inline fast_table dense_dp_tiled(const model& md, interval_bounds bounds, fast_layout layout,
-                                 size_type M, dp_branches branches, unsigned threads,
-                                 std::int32_t side) {
-  fast_table t;
+inline dense_table dense_dp_tiled(const model& md, interval_bounds bounds, dense_layout layout,
+                                  size_type M, dp_branches branches, unsigned threads,
+                                  std::int32_t side) {
+  dense_table t;
   t.L = md.L;
   t.M = M;
   t.branches = branches;
@@ -92,16 +93,16 @@ inline fast_table dense_dp_tiled(const model& md, interval_bounds bounds, fast_l
   order.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(n + 1) / 2);
   for (std::int32_t d = 0; d < n; ++d)
     for (std::int32_t p = 0; p + d < n; ++p) order.emplace_back(p, p + d);
-  fast::columns cols = md.exact_sums ? fast::columns(L, t.last_m) : fast::columns();
-  const fast::dp dp(md, t, &cols);
-  auto compute = [&](std::pair<std::int32_t, std::int32_t> pq, fast::scratch& s) {
+  dense::columns cols = md.exact_sums ? dense::columns(L, t.last_m) : dense::columns();
+  const dense::dp dp(md, t, &cols);
+  auto compute = [&](std::pair<std::int32_t, std::int32_t> pq, dense::scratch& s) {
     const auto [p, q] = pq;
     dp.tile(p * side, std::min(L, p * side + side - 1), q * side, std::min(L, q * side + side - 1),
             s);
   };
   const unsigned workers = std::clamp(threads, 1U, static_cast<unsigned>(n));
   if (workers == 1) {
-    fast::scratch s = fast::make_scratch(L, M, side);
+    dense::scratch s = dense::make_scratch(L, M, side);
     for (const auto& pq : order) compute(pq, s);
     return t;
   }
@@ -114,7 +115,7 @@ inline fast_table dense_dp_tiled(const model& md, interval_bounds bounds, fast_l
   };
   std::atomic<std::size_t> next{0};
   auto work = [&] {
-    fast::scratch s = fast::make_scratch(L, M, side);
+    dense::scratch s = dense::make_scratch(L, M, side);
     for (std::size_t k = next.fetch_add(1); k < order.size(); k = next.fetch_add(1)) {
       const auto [p, q] = order[k];
       auto wait = [&](std::int32_t wp, std::int32_t wq) {
@@ -134,10 +135,10 @@ inline fast_table dense_dp_tiled(const model& md, interval_bounds bounds, fast_l
   return t;
 }
 
-// The same in the tiles `fast::tile_side` gives (the result does not depend on them).
-inline fast_table optimal_dp_fast(const model& md, interval_bounds bounds, fast_layout layout,
-                                  size_type M, dp_branches branches, unsigned threads) {
-  const std::int32_t side = fast::tile_side(md.L, M);
+// The same in the tiles `dense::tile_side` gives (the result does not depend on them).
+inline dense_table dense_dp(const model& md, interval_bounds bounds, dense_layout layout,
+                            size_type M, dp_branches branches, unsigned threads) {
+  const std::int32_t side = dense::tile_side(md.L, M);
   return dense_dp_tiled(md, std::move(bounds), std::move(layout), M, branches, threads, side);
 }
 

@@ -38,13 +38,13 @@
 #define REMAT_DETAIL_AVX2_MASK 0
 #endif
 
-namespace remat::detail::fast {
+namespace remat::detail::dense {
 
 class dp {
  public:
   // `cols` (may be null: no window) must be `columns(L, t.last_m)`, fresh, and used by this DP
   // only.
-  dp(const model& md, fast_table& t, columns* cols)
+  dp(const model& md, dense_table& t, columns* cols)
       : md_(md),
         t_(t),
         info_(t.offset.size()),
@@ -340,7 +340,7 @@ class dp {
     }
   }
 
-  // Writes the cell's values (clamped to S, as `optimal_cell` does) and its samples.
+  // Writes the cell's values (clamped to S, as `reference_cell` does) and its samples.
   [[gnu::always_inline]] inline void finish(const cell_state& cs) const {
     if (cs.active) {
       const double S = t_.bounds.S[cs.c];
@@ -558,7 +558,7 @@ class dp {
   }
 
   const model& md_;
-  fast_table& t_;
+  dense_table& t_;
   std::vector<interval_info> info_;
   std::vector<double> prefix_;    // P(j) = sum over k < j of 2 fw[k] + bw[k]
   std::vector<size_type> reach_;  // [interval (i, k)]: max over k' in [i, k] of store(i, k')
@@ -571,4 +571,4 @@ class dp {
 #endif
 };
 
-}  // namespace remat::detail::fast
+}  // namespace remat::detail::dense

@@ -15,15 +15,15 @@
 
 namespace remat::detail {
 
-namespace fast {
+namespace dense {
 // Values are summarized by blocks of m: block s is [s * block, s * block + block - 1].
 inline constexpr size_type block = 32;
 // How many shared split points a cell takes in a row (see `dp::shared_splits`).
 inline constexpr std::int32_t split_group = 4;
-}  // namespace fast
+}  // namespace dense
 
 // OPT over the stored ranges; `get` reads any (i, l, m) with m <= M.
-struct fast_table {
+struct dense_table {
   std::int32_t L = 0;
   size_type M = 0;
   dp_branches branches = dp_branches::tape_and_checkpoint;
@@ -51,7 +51,7 @@ struct fast_table {
     return get(interval_index(L, i, l), m);
   }
 
-  // The choice `optimal_cell` records for (i, l, m): the same expressions, in the same order,
+  // The choice `reference_cell` records for (i, l, m): the same expressions, in the same order,
   // over the same values; the first branch that reaches the least value.
   std::int32_t choice_at(const model& md, std::int32_t i, std::int32_t l, size_type m) const {
     auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
@@ -87,16 +87,16 @@ struct fast_table {
 };
 
 // Where each interval's values and samples start, and how many there are in all.
-struct fast_layout {
+struct dense_layout {
   std::vector<std::size_t> offset;
   std::size_t entries = 0;
-  size_type last_m = -1;  // fast_table::last_m
+  size_type last_m = -1;  // dense_table::last_m
   std::vector<std::size_t> sample_offset;
   std::size_t samples = 0;
 };
 
-inline fast_layout make_fast_layout(const interval_bounds& b, std::int32_t L, size_type M) {
-  fast_layout out;
+inline dense_layout make_dense_layout(const interval_bounds& b, std::int32_t L, size_type M) {
+  dense_layout out;
   out.offset.assign(interval_count(L), 0);
   out.sample_offset.assign(interval_count(L), 0);
   auto top = [&](std::size_t c) { return stored_top(b, c, M); };
@@ -109,7 +109,7 @@ inline fast_layout make_fast_layout(const interval_bounds& b, std::int32_t L, si
     if (top(c) >= b.need[c]) out.entries += static_cast<std::size_t>(top(c) - b.need[c]) + 1;
     if (b.need[c] <= out.last_m)
       out.samples +=
-          static_cast<std::size_t>(out.last_m / fast::block - b.need[c] / fast::block + 1);
+          static_cast<std::size_t>(out.last_m / dense::block - b.need[c] / dense::block + 1);
   }
   return out;
 }

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace remat::detail::fast {
+namespace remat::detail::dense {
 
 // The side of the square tiles of cells the DP computes together (see `dp::tile`). A tile of side
 // T reads each row and column of the table it needs once for T cells; its working arrays take
@@ -38,7 +38,7 @@ struct branch {
   const double* lf = nullptr;
   // Samples bounding the branch from below in each block from first_block on: OPT(j, l, .) at
   // the end of the block holding m1 - x_j, and OPT(i, j-1, .) at the end of the block itself.
-  std::ptrdiff_t r_sample = 0;  // indices into fast_table::sample, for block 0 of the cell
+  std::ptrdiff_t r_sample = 0;  // indices into dense_table::sample, for block 0 of the cell
   std::ptrdiff_t l_sample = 0;
   double r_const = 0;  // S(j, l)
   double l_const = 0;  // S(i, j-1)
@@ -149,4 +149,4 @@ inline scratch make_scratch(std::int32_t L, size_type M, std::int32_t tile) {
   return s;
 }
 
-}  // namespace remat::detail::fast
+}  // namespace remat::detail::dense

@@ -57,11 +57,11 @@ namespace remat::detail {
 
 namespace frontier {
 
-// The order of the work: per diagonal, the first interval of each class (the one computed), and
-// what the diagonals done cost, to stop at the limits.
+// The order of the work: per diagonal, the first interval of each class (the one computed); what
+// the diagonals done cost is kept in the table (`frontier_table::diagonal_work`), to stop at the
+// limits and to resume.
 struct plan {
   std::vector<std::vector<std::int32_t>> todo;  // [d]: the i of the intervals (i, i + d) computed
-  std::vector<double> work, points;             // [d], once done
   std::vector<size_type> cap;  // [class]: the most of its intervals' `interval_cap`s
 
   // After diagonal d: the totals done and projected, and whether they are within the limits.
@@ -71,6 +71,8 @@ struct plan {
     t.diagonals_done = d;
     t.work = 0;
     t.points_done = 0;
+    const std::vector<double>& work = t.diagonal_work;
+    const std::vector<double>& points = t.diagonal_points;
     for (std::int32_t k = 0; k <= d; ++k) {
       t.work += work[static_cast<std::size_t>(k)];
       t.points_done += points[static_cast<std::size_t>(k)];
@@ -115,8 +117,6 @@ constexpr plan make_plan(const frontier_table& t, const model& md) {
   plan p;
   const auto n = static_cast<std::size_t>(t.L) + 1;
   p.todo.resize(n);
-  p.work.assign(n, 0);
-  p.points.assign(n, 0);
   p.cap.assign(t.frontiers.size(), -1);
   std::vector<char> seen;
   seen.assign(t.frontiers.size(), 0);
@@ -132,13 +132,12 @@ constexpr plan make_plan(const frontier_table& t, const model& md) {
   return p;
 }
 
-// `frontier_dp` with `workers` threads: they take each diagonal's intervals from a counter; the
-// last to arrive at the barrier checks the limits.
+// `frontier_dp` from diagonal `d` on with `workers` threads: they take each diagonal's intervals
+// from a counter; the last to arrive at the barrier checks the limits.
 inline frontier_table threaded(const model& md, const interval_bounds& bounds,
                                const frontier_options& o, frontier_table t, plan& p,
-                               unsigned workers) {
+                               unsigned workers, std::int32_t d) {
   const std::int32_t L = md.L;
-  std::int32_t d = 0;
   bool go = true;
   std::atomic<std::size_t> next{0};
   std::vector<double> work(workers, 0);
@@ -148,8 +147,8 @@ inline frontier_table threaded(const model& md, const interval_bounds& bounds,
     double points = 0;
     for (const std::int32_t i : p.todo[static_cast<std::size_t>(d)])
       points += static_cast<double>(t.of(i, i + d).size());
-    p.work[static_cast<std::size_t>(d)] = w;
-    p.points[static_cast<std::size_t>(d)] = points;
+    t.diagonal_work[static_cast<std::size_t>(d)] = w;
+    t.diagonal_points[static_cast<std::size_t>(d)] = points;
     go = p.within(t, d, o) && d < L;
     ++d;
     next.store(0, std::memory_order_relaxed);
@@ -175,10 +174,35 @@ inline frontier_table threaded(const model& md, const interval_bounds& bounds,
   return t;
 }
 
+// The diagonals of `t` after those done, until the last or the limits of `o`.
+constexpr frontier_table run_diagonals(const model& md, const interval_bounds& bounds,
+                                       const frontier_options& o, frontier_table t) {
+  plan p = make_plan(t, md);
+  const std::int32_t start = t.diagonals_done + 1;
+  unsigned workers = 1;
+  if (!std::is_constant_evaluated()) workers = std::max(1U, o.threads);
+  if (workers > 1 && md.L > 0 && start <= md.L)
+    return threaded(md, bounds, o, std::move(t), p, workers, start);
+  scratch s;
+  for (std::int32_t d = start; d <= md.L; ++d) {
+    double points = 0;
+    for (const std::int32_t i : p.todo[static_cast<std::size_t>(d)]) {
+      const auto k = static_cast<std::size_t>(t.kind[interval_index(md.L, i, i + d)]);
+      frontier_cell(md, bounds, t, i, i + d, p.cap[k], o, s, t.frontiers[k], t.choices[k]);
+      points += static_cast<double>(t.frontiers[k].size());
+    }
+    t.diagonal_work[static_cast<std::size_t>(d)] = std::exchange(s.work, 0);
+    t.diagonal_points[static_cast<std::size_t>(d)] = points;
+    if (!p.within(t, d, o)) break;
+  }
+  return t;
+}
+
 }  // namespace frontier
 
 // Every interval's frontier. `bounds` are `make_interval_bounds` of the model (only the store
-// and S of chains whose sums are not exact are read). Stops early at the limits of `o`.
+// and S of chains whose sums are not exact are read). Stops early at the limits of `o`; a table
+// stopped so can be resumed (`frontier_dp_resume`).
 constexpr frontier_table frontier_dp(const model& md, const interval_bounds& bounds,
                                      const frontier_options& o = {}) {
   frontier_table t;
@@ -188,12 +212,14 @@ constexpr frontier_table frontier_dp(const model& md, const interval_bounds& bou
   t.kind = frontier::interval_classes(md, count);
   t.frontiers.resize(static_cast<std::size_t>(count));
   t.choices.resize(static_cast<std::size_t>(count));
+  t.diagonal_work.assign(static_cast<std::size_t>(md.L) + 1, 0);
+  t.diagonal_points.assign(static_cast<std::size_t>(md.L) + 1, 0);
   // Where sums round, the dense DP's rules put S at store in every interval with a point anywhere,
   // which a capped frontier cannot tell: those chains get the whole frontiers.
   t.cap = md.exact_sums ? o.cap : unreachable;
-  frontier::plan p = frontier::make_plan(t, md);
   // The least work: every interval computed tries each split point.
   double least = 0;
+  const frontier::plan p = frontier::make_plan(t, md);
   for (std::size_t d = 0; d < p.todo.size(); ++d)
     least += static_cast<double>(p.todo[d].size()) * static_cast<double>(d + 1);
   t.peak_projected_work = least;
@@ -202,22 +228,18 @@ constexpr frontier_table frontier_dp(const model& md, const interval_bounds& bou
     t.projected_work = least;
     return t;
   }
-  unsigned workers = 1;
-  if (!std::is_constant_evaluated()) workers = std::max(1U, o.threads);
-  if (workers > 1 && md.L > 0) return frontier::threaded(md, bounds, o, std::move(t), p, workers);
-  frontier::scratch s;
-  for (std::int32_t d = 0; d <= md.L; ++d) {
-    double points = 0;
-    for (const std::int32_t i : p.todo[static_cast<std::size_t>(d)]) {
-      const auto k = static_cast<std::size_t>(t.kind[interval_index(md.L, i, i + d)]);
-      frontier_cell(md, bounds, t, i, i + d, p.cap[k], o, s, t.frontiers[k], t.choices[k]);
-      points += static_cast<double>(t.frontiers[k].size());
-    }
-    p.work[static_cast<std::size_t>(d)] = std::exchange(s.work, 0);
-    p.points[static_cast<std::size_t>(d)] = points;
-    if (!p.within(t, d, o)) break;
-  }
-  return t;
+  return frontier::run_diagonals(md, bounds, o, std::move(t));
+}
+
+// `t`, a table of `frontier_dp` on `md` stopped at its limits, carried on from the diagonals it
+// finished under the limits of `o` (counted from the start: `max_work` includes the work done),
+// with the table's own branches and cap. The result is the table `frontier_dp` gives under `o`.
+inline frontier_table frontier_dp_resume(const model& md, const interval_bounds& bounds,
+                                         frontier_options o, frontier_table t) {
+  o.branches = t.branches;
+  o.cap = t.cap;
+  t.complete = true;
+  return frontier::run_diagonals(md, bounds, o, std::move(t));
 }
 
 // The schedule of (i, l) at memory m (finite there) from a frontier table: the dense DP's

@@ -230,7 +230,7 @@ constexpr void frontier_cell(const model& md, const interval_bounds& bounds, fro
       std::swap(s.best, s.next);
   }
   if (!md.exact_sums && !s.best.empty()) {
-    // The dense DP's rules where sums round (`optimal_cell`): values >= S, and S from store on.
+    // The dense DP's rules where sums round (`reference_cell`): values >= S, and S from store on.
     const std::size_t c = interval_index(md.L, i, l);
     std::size_t out = 0;
     for (const frontier_point& p : s.best) {

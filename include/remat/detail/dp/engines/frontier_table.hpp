@@ -66,9 +66,10 @@ struct frontier_table {
   // `frontier_options::cap`: the root's values are those of the whole DP at m <= cap only (each
   // interval's up to its `frontier::interval_cap`), nothing is known above.
   size_type cap = unreachable;
-  std::vector<std::int32_t> kind;                     // [interval] -> index into `frontiers`
-  std::vector<std::vector<frontier_step>> frontiers;  // one per distinct interval
-  std::vector<std::vector<std::int32_t>> choices;     // [k][p]: the choice of frontiers[k][p]
+  std::vector<double> diagonal_work, diagonal_points;  // [d], once done
+  std::vector<std::int32_t> kind;                      // [interval] -> index into `frontiers`
+  std::vector<std::vector<frontier_step>> frontiers;   // one per distinct interval
+  std::vector<std::vector<std::int32_t>> choices;      // [k][p]: the choice of frontiers[k][p]
 
   constexpr const std::vector<frontier_step>& of(std::int32_t i, std::int32_t l) const {
     return frontiers[static_cast<std::size_t>(kind[interval_index(L, i, l)])];

@@ -19,7 +19,7 @@
 namespace remat::detail {
 
 // The DP table: OPT and the choice that achieves it for every interval and every m in 0..M.
-struct optimal_table {
+struct reference_table {
   std::int32_t L = 0;
   size_type M = 0;
   std::vector<double> value;         // [interval][m]
@@ -42,9 +42,9 @@ struct optimal_table {
 // times in another order may round below S, and the rules keep every value >= S and
 // non-increasing in m bit for bit, which the dense DP (engines/dense_kernel.hpp) needs to prune
 // exactly, and which it reproduces.
-constexpr void optimal_cell(const model& md, optimal_table& t, const interval_bounds& bounds,
-                            std::int32_t i, std::int32_t l, size_type m, size_type mmin,
-                            dp_branches branches = dp_branches::tape_and_checkpoint) {
+constexpr void reference_cell(const model& md, reference_table& t, const interval_bounds& bounds,
+                              std::int32_t i, std::int32_t l, size_type m, size_type mmin,
+                              dp_branches branches = dp_branches::tape_and_checkpoint) {
   auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
   const std::size_t c = interval_index(md.L, i, l);
   double best = infinite_time;
@@ -98,10 +98,10 @@ constexpr void optimal_cell(const model& md, optimal_table& t, const interval_bo
 
 // The straightforward DP: m outermost, then intervals by increasing length, each cell a scan over
 // its branches. O(L^3 M) time, O(L^2 M) table. Kept for constant evaluation and as the oracle of
-// the fast DP.
-constexpr optimal_table optimal_dp_reference(
-    const model& md, size_type M, dp_branches branches = dp_branches::tape_and_checkpoint) {
-  optimal_table t;
+// the dense DP.
+constexpr reference_table reference_dp(const model& md, size_type M,
+                                       dp_branches branches = dp_branches::tape_and_checkpoint) {
+  reference_table t;
   t.L = md.L;
   t.M = M;
   const std::size_t cells = interval_count(md.L) * static_cast<std::size_t>(M + 1);
@@ -115,13 +115,13 @@ constexpr optimal_table optimal_dp_reference(
   for (size_type m = 0; m <= M; ++m)
     for (std::int32_t d = 0; d <= md.L; ++d)
       for (std::int32_t i = 0; i + d <= md.L; ++i)
-        optimal_cell(md, t, bounds, i, i + d, m, mmin[interval_index(md.L, i, i + d)], branches);
+        reference_cell(md, t, bounds, i, i + d, m, mmin[interval_index(md.L, i, i + d)], branches);
   return t;
 }
 
 // The schedule of cell (i, l, m) of a table.
-constexpr std::vector<op> optimal_ops(const model& md, const optimal_table& t, std::int32_t i,
-                                      std::int32_t l, size_type m) {
+constexpr std::vector<op> reference_ops(const model& md, const reference_table& t, std::int32_t i,
+                                        std::int32_t l, size_type m) {
   return persistent_ops(md, i, l, m, [&](std::int32_t ci, std::int32_t cl, size_type cm) {
     return t.choice[t.at(ci, cl, cm)];
   });

@@ -53,7 +53,7 @@
 
 namespace remat::detail {
 
-namespace bnb {
+namespace search {
 
 // A searched cell: its exact value and choice, or a lower bound of its value (24 bytes: the
 // table is read once per cell visited, mostly missing the cache).
@@ -129,9 +129,9 @@ struct bounded {
   bool exact;
 };
 
-class search {
+class engine {
  public:
-  search(const model& md, const interval_bounds& b, dp_branches branches)
+  engine(const model& md, const interval_bounds& b, dp_branches branches)
       : md_(at_most_int16_stages(md)),
         b_(b),
         branches_(branches),
@@ -149,7 +149,7 @@ class search {
     inverse_unit_ = 1.0 / static_cast<double>(lb.unit);
     // What `lower` reads of an interval, in one place: a cell's branches look up intervals far
     // apart in the tables (the right parts (j, l) stride across rows).
-    const fast_table& d = lb.dense;
+    const dense_table& d = lb.dense;
     rows_.resize(b_.need.size());
     for (std::size_t c = 0; c < rows_.size(); ++c) {
       row& r = rows_[c];
@@ -359,9 +359,9 @@ class search {
   bool stopped_ = false;
 };
 
-}  // namespace bnb
+}  // namespace search
 
-struct bnb_result {
+struct search_result {
   bool complete = false;  // false: stopped at its cap on work
   double value = infinite_time;
   std::vector<op> ops;  // the schedule of (0, L, m) where its value is finite
@@ -371,8 +371,8 @@ struct bnb_result {
 
 // OPT(0, L, m) and its schedule by the search `s` with its lower bounds, exactly as the dense DP
 // in exact units would give them (incomplete where the search passes its cap).
-inline bnb_result branch_and_bound(const model& md, bnb::search& s, size_type m) {
-  bnb_result out;
+inline search_result search_dp(const model& md, search::engine& s, size_type m) {
+  search_result out;
   const std::size_t root = interval_index(md.L, 0, md.L);
   double floor = s.lower(root, m);
   if (!(floor < infinite_time)) {
@@ -386,7 +386,7 @@ inline bnb_result branch_and_bound(const model& md, bnb::search& s, size_type m)
   for (;;) {
     // Past the grid's exact range (or far above the bound) the last round has no limit.
     const double limit = gap > floor ? infinite_time : on_grid(floor + gap);
-    const bnb::bounded v = s.value(0, md.L, m, limit);
+    const search::bounded v = s.value(0, md.L, m, limit);
     out.work = s.work();
     out.cells = s.cells();
     if (s.stopped()) return out;
@@ -405,17 +405,17 @@ inline bnb_result branch_and_bound(const model& md, bnb::search& s, size_type m)
 }
 
 // The same with lower bounds from `slots` memories and no cap on the work (tests, benchmarks).
-inline bnb_result branch_and_bound(const model& md, const interval_bounds& b, size_type m,
-                                   size_type slots, dp_branches branches) {
+inline search_result search_dp(const model& md, const interval_bounds& b, size_type m,
+                               size_type slots, dp_branches branches) {
   const lower_bound_table lb =
       make_lower_bounds(plan_lower_bounds(md, m, slots, branches, 1), branches, 1);
-  bnb::search s(md, b, branches);
+  search::engine s(md, b, branches);
   s.restart(lb, infinite_time);
-  return branch_and_bound(md, s, m);
+  return search_dp(md, s, m);
 }
 
 // What a searched cell holds in memory, its share of the hash table included.
-inline constexpr double bnb_cell_bytes = 2.0 * sizeof(bnb::entry);
+inline constexpr double search_cell_bytes = 2.0 * sizeof(search::entry);
 
 // The lower bounds of a search at memory `m` where one is worth trying: none where the chain is
 // too long for its recursion (about 200 bytes of stack a stage), its sums are not exact, or
@@ -434,36 +434,35 @@ inline std::optional<lower_bound_plan> search_plan(const model& md, size_type m,
 // included) and `max_bytes` (their table and the cells searched): incomplete where it would pass
 // them, having spent nothing where the lower bounds' DP alone would take half of them. `keep`
 // (if not null) receives the lower bounds.
-inline bnb_result branch_and_bound_within(const model& md, const interval_bounds& b,
-                                          lower_bound_plan plan, size_type m, dp_branches branches,
-                                          unsigned threads, double max_seconds, double max_bytes,
-                                          std::optional<lower_bound_table>* keep = nullptr) {
+inline search_result search_dp_within(const model& md, const interval_bounds& b,
+                                      lower_bound_plan plan, size_type m, dp_branches branches,
+                                      unsigned threads, double max_seconds, double max_bytes,
+                                      std::optional<lower_bound_table>* keep = nullptr) {
   if (plan.bytes > max_bytes / 2 || plan.seconds > max_seconds / 2) return {};
   const double max_work = (max_seconds - plan.seconds) * tuning.search_work_per_second;
   // Where the search holds many memories an interval, its bounds are too loose for it to finish
   // soon: it stops there (chains of random sizes; the zoo's need 1 to 11 an interval).
   const auto max_cells = static_cast<std::size_t>(
-      std::min((max_bytes - plan.bytes) / bnb_cell_bytes,
+      std::min((max_bytes - plan.bytes) / search_cell_bytes,
                tuning.search_cells_per_interval * static_cast<double>(interval_count(md.L))));
   lower_bound_table lb = make_lower_bounds(std::move(plan), branches, threads);
-  bnb_result r;
+  search_result r;
   {
-    bnb::search s(md, b, branches);
+    search::engine s(md, b, branches);
     s.restart(lb, max_work, max_cells);
-    r = branch_and_bound(md, s, m);
+    r = search_dp(md, s, m);
   }
   if (keep != nullptr) *keep = std::move(lb);
   return r;
 }
 
 // The same on `search_plan`'s bounds (incomplete, having spent nothing, where there are none).
-inline bnb_result branch_and_bound_within(const model& md, const interval_bounds& b, size_type m,
-                                          dp_branches branches, unsigned threads,
-                                          double max_seconds, double max_bytes) {
+inline search_result search_dp_within(const model& md, const interval_bounds& b, size_type m,
+                                      dp_branches branches, unsigned threads, double max_seconds,
+                                      double max_bytes) {
   std::optional<lower_bound_plan> plan = search_plan(md, m, branches, threads);
   if (!plan) return {};
-  return branch_and_bound_within(md, b, std::move(*plan), m, branches, threads, max_seconds,
-                                 max_bytes);
+  return search_dp_within(md, b, std::move(*plan), m, branches, threads, max_seconds, max_bytes);
 }
 
 }  // namespace remat::detail

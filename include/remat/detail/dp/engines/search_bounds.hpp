@@ -29,7 +29,7 @@ inline model floor_model(const model& md, size_type unit) {
 // The lower bounds of a search at memory up to `m`: the dense DP on `floor_model(md, unit)`.
 struct lower_bound_table {
   size_type unit = 1;
-  fast_table dense;
+  dense_table dense;
 
   // LB(c, m') for m' <= the m it was made for.
   double at(std::size_t c, size_type m) const noexcept { return dense.get(c, m / unit); }
@@ -41,7 +41,7 @@ struct lower_bound_plan {
   size_type unit = 1;
   model floor;
   interval_bounds bounds;
-  fast_layout layout;
+  dense_layout layout;
   size_type M = 0;
   double bytes = 0;
   double seconds = 0;
@@ -137,8 +137,8 @@ inline lower_bound_plan plan_lower_bounds_on(const model& md, size_type m, size_
   p.floor = floor_model(md, p.unit);
   p.M = m / p.unit;
   p.bounds = make_interval_bounds(p.floor, persistent_need(p.floor, branches), branches);
-  p.layout = make_fast_layout(p.bounds, md.L, p.M);
-  p.bytes = fast_table_bytes(p.layout, md.L, p.M, threads);
+  p.layout = make_dense_layout(p.bounds, md.L, p.M);
+  p.bytes = dense_table_bytes(p.layout, md.L, p.M, threads);
   p.seconds = main_dp_seconds(p.bounds, md.L, p.M, branches, threads);
   return p;
 }
@@ -152,8 +152,7 @@ inline lower_bound_table make_lower_bounds(lower_bound_plan p, dp_branches branc
                                            unsigned threads) {
   lower_bound_table t;
   t.unit = p.unit;
-  t.dense =
-      optimal_dp_fast(p.floor, std::move(p.bounds), std::move(p.layout), p.M, branches, threads);
+  t.dense = dense_dp(p.floor, std::move(p.bounds), std::move(p.layout), p.M, branches, threads);
   return t;
 }
 

@@ -1,4 +1,4 @@
-// The fast DP against the reference DP: the same value and the same choice in every cell, bit for
+// The dense DP against the reference DP: the same value and the same choice in every cell, bit for
 // bit, hence the same schedules, with one thread or several; and the table-memory guard.
 #include <remat/detail/dp/engines/dense.hpp>
 #include <remat/detail/dp/engines/reference.hpp>
@@ -26,11 +26,11 @@ namespace {
 
 using remat::chain;
 using remat::size_type;
+using remat::detail::dense_table;
 using remat::detail::dp_branches;
-using remat::detail::fast_table;
 using remat::detail::interval_index;
 using remat::detail::model;
-using remat::detail::optimal_table;
+using remat::detail::reference_table;
 
 // Times that are not dyadic (so the order of additions matters to the last bit), with repeats
 // (so that ties happen) and zeros.
@@ -46,36 +46,36 @@ void roughen_times(chain& c, std::mt19937_64& rng) {
 
 // `side`: the tiles' side, 0 for the automatic one (8 for these short chains: two tiles a side
 // for 9 stages; smaller sides reach more of the split points shared by a tile's cells).
-fast_table fast_dp(const model& md, size_type M, dp_branches branches, unsigned threads,
-                   std::int32_t side = 0) {
+dense_table dense_of(const model& md, size_type M, dp_branches branches, unsigned threads,
+                     std::int32_t side = 0) {
   remat::detail::interval_bounds bounds = remat::detail::make_interval_bounds(
       md, remat::detail::persistent_need(md, branches), branches);
-  remat::detail::fast_layout layout = remat::detail::make_fast_layout(bounds, md.L, M);
-  if (side <= 0) side = remat::detail::fast::tile_side(md.L, M);
+  remat::detail::dense_layout layout = remat::detail::make_dense_layout(bounds, md.L, M);
+  if (side <= 0) side = remat::detail::dense::tile_side(md.L, M);
   return remat::detail::dense_dp_tiled(md, std::move(bounds), std::move(layout), M, branches,
                                        threads, side);
 }
 
-std::vector<remat::op> fast_ops(const model& md, const fast_table& t, size_type m) {
+std::vector<remat::op> dense_ops_at(const model& md, const dense_table& t, size_type m) {
   return remat::detail::persistent_ops(
       md, 0, md.L, m,
       [&](std::int32_t i, std::int32_t l, size_type cm) { return t.choice_at(md, i, l, cm); });
 }
 
 // Every cell of the two tables; returns the number of cells that differ.
-long differences(const model& md, const optimal_table& ref, const fast_table& fast) {
+long differences(const model& md, const reference_table& ref, const dense_table& dense) {
   long bad = 0;
   for (std::int32_t i = 0; i <= md.L; ++i)
     for (std::int32_t l = i; l <= md.L; ++l)
       for (size_type m = 0; m <= ref.M; ++m) {
         const double r = ref.value[ref.at(i, l, m)];
-        const double f = fast.get(i, l, m);
+        const double f = dense.get(i, l, m);
         if (r != f) {
           ++bad;
           continue;
         }
         if (r < remat::detail::infinite_time &&
-            ref.choice[ref.at(i, l, m)] != fast.choice_at(md, i, l, m))
+            ref.choice[ref.at(i, l, m)] != dense.choice_at(md, i, l, m))
           ++bad;
       }
   return bad;
@@ -83,7 +83,7 @@ long differences(const model& md, const optimal_table& ref, const fast_table& fa
 
 }  // namespace
 
-TEST_CASE("property: the fast DP equals the reference in every cell, 1 to 3 threads, any tile") {
+TEST_CASE("property: the dense DP equals the reference in every cell, 1 to 3 threads, any tile") {
   std::mt19937_64 rng(51);
   long cells = 0;
   int cases = 0;
@@ -113,14 +113,14 @@ TEST_CASE("property: the fast DP equals the reference in every cell, 1 to 3 thre
     CAPTURE(M);
     CAPTURE(threads);
     CAPTURE(side);
-    const optimal_table ref = remat::detail::optimal_dp_reference(md, M, branches);
-    const fast_table fast = fast_dp(md, M, branches, threads, side);
-    REQUIRE(differences(md, ref, fast) == 0);
+    const reference_table ref = remat::detail::reference_dp(md, M, branches);
+    const dense_table got = dense_of(md, M, branches, threads, side);
+    REQUIRE(differences(md, ref, got) == 0);
     cells += static_cast<long>(remat::detail::interval_count(md.L)) * (M + 1);
     // The schedules read back at every budget are the same, and replay to the predicted time.
     for (size_type m = b.need[root]; m <= M; ++m) {
-      const std::vector<remat::op> ops = fast_ops(md, fast, m);
-      CHECK(ops == remat::detail::optimal_ops(md, ref, 0, md.L, m));
+      const std::vector<remat::op> ops = dense_ops_at(md, got, m);
+      CHECK(ops == remat::detail::reference_ops(md, ref, 0, md.L, m));
     }
   }
   CHECK(cases == 2400);
@@ -128,7 +128,7 @@ TEST_CASE("property: the fast DP equals the reference in every cell, 1 to 3 thre
   CHECK(cells > 500000);
 }
 
-// Times so large that their sums are not exact (`model::exact_sums` false): the fast DP does
+// Times so large that their sums are not exact (`model::exact_sums` false): the dense DP does
 // without its window and still matches the reference bit for bit.
 TEST_CASE("property: times near the largest double, where sums round, 1 and 3 threads") {
   std::mt19937_64 rng(54);
@@ -153,9 +153,9 @@ TEST_CASE("property: times near the largest double, where sums round, 1 and 3 th
     const remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
         md, remat::detail::persistent_need(md, branches), branches);
     const size_type M = b.store[interval_index(md.L, 0, md.L)];
-    const optimal_table ref = remat::detail::optimal_dp_reference(md, M, branches);
+    const reference_table ref = remat::detail::reference_dp(md, M, branches);
     for (const unsigned threads : {1U, 3U})
-      CHECK(differences(md, ref, fast_dp(md, M, branches, threads, 2)) == 0);
+      CHECK(differences(md, ref, dense_of(md, M, branches, threads, 2)) == 0);
   }
   CHECK(tested > 150);
 }
@@ -195,11 +195,11 @@ TEST_CASE("property: solve_optimal's schedule is the reference's, whatever the t
                                  remat::store_all_ops(static_cast<std::int32_t>(c.length())))
                      .peak_memory) -
         md.x[0];
-    const optimal_table ref = remat::detail::optimal_dp_reference(md, std::max<size_type>(M, 0));
+    const reference_table ref = remat::detail::reference_dp(md, std::max<size_type>(M, 0));
     const double dp = M < 0 ? remat::detail::infinite_time : ref.value[ref.at(0, md.L, M)];
     // With slots the solve is the dense DP's, nothing else: the reference's schedule.
     REQUIRE(dp < remat::detail::infinite_time);
-    CHECK(one.plan.ops == remat::detail::optimal_ops(md, ref, 0, md.L, M));
+    CHECK(one.plan.ops == remat::detail::reference_ops(md, ref, 0, md.L, M));
     CHECK(one.plan.makespan == dp);
   }
   CHECK(feasible > 100);
@@ -217,11 +217,11 @@ TEST_CASE("longer chains: 1 and 4 threads fill the same table") {
     const dp_branches branches =
         n % 2 == 0 ? dp_branches::tape_and_checkpoint : dp_branches::checkpoint_only;
     const size_type M = 40 + 20 * n;
-    const fast_table one = fast_dp(md, M, branches, 1);
-    const fast_table four = fast_dp(md, M, branches, 4);
+    const dense_table one = dense_of(md, M, branches, 1);
+    const dense_table four = dense_of(md, M, branches, 4);
     CHECK(one.value == four.value);
     if (n < 2) {  // and the reference agrees (the slowest part of this file)
-      const optimal_table ref = remat::detail::optimal_dp_reference(md, M, branches);
+      const reference_table ref = remat::detail::reference_dp(md, M, branches);
       CHECK(differences(md, ref, one) == 0);
     }
   }
@@ -254,8 +254,8 @@ TEST_CASE("property: many blocks of m and many tiles: every cell equals the refe
     CAPTURE(M);
     CAPTURE(side);
     CAPTURE(threads);
-    const optimal_table ref = remat::detail::optimal_dp_reference(md, M, branches);
-    CHECK(differences(md, ref, fast_dp(md, M, branches, threads, side)) == 0);
+    const reference_table ref = remat::detail::reference_dp(md, M, branches);
+    CHECK(differences(md, ref, dense_of(md, M, branches, threads, side)) == 0);
     ++compared;
   }
   CHECK(compared >= 30);
@@ -279,8 +279,8 @@ TEST_CASE("the table-memory guard refuses before allocating, with a clear messag
   const size_type M = std::min(budget / fits.unit, store_all) - md.x[0];
   const remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
       md, remat::detail::persistent_need(md), dp_branches::tape_and_checkpoint);
-  const remat::detail::fast_layout layout = remat::detail::make_fast_layout(b, md.L, M);
-  const auto bytes = static_cast<std::size_t>(remat::detail::fast_table_bytes(layout, md.L, M, 2));
+  const remat::detail::dense_layout layout = remat::detail::make_dense_layout(b, md.L, M);
+  const auto bytes = static_cast<std::size_t>(remat::detail::dense_table_bytes(layout, md.L, M, 2));
   CHECK(bytes > layout.entries * sizeof(double));
   CHECK(remat::solve_optimal(c, budget, {.slots = 300, .max_table_bytes = bytes, .threads = 2})
             .plan == fits.plan);
@@ -323,7 +323,7 @@ TEST_CASE("the table allocator: huge-page alignment from 32 MiB to 1 GiB, values
 }
 
 TEST_CASE("tile sides: 24, 32 from 768 slots, 13 tiles a side, never past the chain or 64 MiB") {
-  using remat::detail::fast::tile_side;
+  using remat::detail::dense::tile_side;
   CHECK(tile_side(500, 500) == 24);
   CHECK(tile_side(200, 500) == 16);  // 13 tiles a side
   CHECK(tile_side(50, 500) == 8);    // but not below 8

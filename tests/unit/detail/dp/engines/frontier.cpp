@@ -31,7 +31,7 @@ using remat::detail::frontier_options;
 using remat::detail::frontier_step;
 using remat::detail::frontier_table;
 using remat::detail::model;
-using remat::detail::optimal_table;
+using remat::detail::reference_table;
 using remat::testing::dp_test_chain;
 using remat::testing::everything;
 
@@ -42,7 +42,7 @@ frontier_table frontier_of(const model& md, frontier_options o) {
 }
 
 // Cells (interval, m) where the frontier's value differs from the reference's.
-long differences(const model& md, const optimal_table& ref, const frontier_table& f) {
+long differences(const model& md, const reference_table& ref, const frontier_table& f) {
   long bad = 0;
   for (std::int32_t i = 0; i <= md.L; ++i)
     for (std::int32_t l = i; l <= md.L; ++l)
@@ -73,7 +73,7 @@ TEST_CASE("property: frontier values equal the dense DP's in exact units, every 
          {dp_branches::tape_and_checkpoint, dp_branches::checkpoint_only}) {
       CAPTURE(static_cast<int>(branches));
       const size_type M = everything(md);
-      const optimal_table ref = remat::detail::optimal_dp_reference(md, M, branches);
+      const reference_table ref = remat::detail::reference_dp(md, M, branches);
       const frontier_table f = frontier_of(md, {.branches = branches});
       REQUIRE(well_formed(f));
       REQUIRE(differences(md, ref, f) == 0);
@@ -93,7 +93,7 @@ TEST_CASE("property: long chains, frontiers of many blocks: values equal the den
     for (const dp_branches branches :
          {dp_branches::tape_and_checkpoint, dp_branches::checkpoint_only}) {
       CAPTURE(static_cast<int>(branches));
-      const optimal_table ref = remat::detail::optimal_dp_reference(md, everything(md), branches);
+      const reference_table ref = remat::detail::reference_dp(md, everything(md), branches);
       const frontier_table f = frontier_of(md, {.branches = branches});
       REQUIRE(well_formed(f));
       REQUIRE(differences(md, ref, f) == 0);

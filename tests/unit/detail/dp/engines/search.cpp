@@ -26,12 +26,12 @@ namespace {
 
 using remat::chain;
 using remat::size_type;
-using remat::detail::bnb_result;
 using remat::detail::dp_branches;
 using remat::detail::interval_bounds;
 using remat::detail::interval_index;
 using remat::detail::model;
-using remat::detail::optimal_table;
+using remat::detail::reference_table;
+using remat::detail::search_result;
 using remat::testing::dp_test_chain;
 using remat::testing::everything;
 
@@ -54,19 +54,19 @@ TEST_CASE("property: the value and the schedule are the dense DP's, bit for bit,
     for (const dp_branches branches : both) {
       CAPTURE(static_cast<int>(branches));
       const interval_bounds b = bounds_of(md, branches);
-      const optimal_table ref = remat::detail::optimal_dp_reference(md, everything(md), branches);
+      const reference_table ref = remat::detail::reference_dp(md, everything(md), branches);
       for (int k = 0; k < 4; ++k) {
         const size_type m = std::uniform_int_distribution<size_type>(0, everything(md))(rng);
         const size_type slots = std::uniform_int_distribution<size_type>(1, 12)(rng);
         CAPTURE(m);
         CAPTURE(slots);
-        const bnb_result r = remat::detail::branch_and_bound(md, b, m, slots, branches);
+        const search_result r = remat::detail::search_dp(md, b, m, slots, branches);
         REQUIRE(r.complete);
         const double want = ref.value[ref.at(0, md.L, m)];
         CHECK(r.value == want);
         if (want < remat::detail::infinite_time) {
           ++feasible;
-          CHECK(r.ops == remat::detail::optimal_ops(md, ref, 0, md.L, m));
+          CHECK(r.ops == remat::detail::reference_ops(md, ref, 0, md.L, m));
         } else {
           ++infeasible;
           CHECK(r.ops.empty());
@@ -96,7 +96,7 @@ TEST_CASE("property: longer chains, larger sizes: the frontier DP's value, sched
         const std::size_t p = std::uniform_int_distribution<std::size_t>(0, root.size() - 1)(rng);
         const size_type m = root[p].m + (k % 2 == 0 ? 0 : (k == 1 ? -1 : 7));
         CAPTURE(m);
-        const bnb_result r = remat::detail::branch_and_bound(md, b, m, 64, branches);
+        const search_result r = remat::detail::search_dp(md, b, m, 64, branches);
         REQUIRE(r.complete);
         CHECK(r.value == f.value(0, md.L, m));
         if (!r.ops.empty()) {
@@ -119,7 +119,7 @@ TEST_CASE("property: the lower bounds are never above the optimum, every cell an
     const model md = remat::detail::make_model(c, 1);
     for (const dp_branches branches : both) {
       const size_type M = everything(md);
-      const optimal_table ref = remat::detail::optimal_dp_reference(md, M, branches);
+      const reference_table ref = remat::detail::reference_dp(md, M, branches);
       const size_type slots = std::uniform_int_distribution<size_type>(1, 12)(rng);
       const remat::detail::lower_bound_table lb = remat::detail::make_lower_bounds(
           remat::detail::plan_lower_bounds(md, M, slots, branches, 1), branches, 1);
@@ -135,7 +135,7 @@ TEST_CASE("property: the lower bounds are never above the optimum, every cell an
 
 // The (cell, memory) pairs, memories 0 to m, where the lower bounds differ from the optimum.
 long bounds_off_optimum(const model& md, const remat::detail::lower_bound_table& lb,
-                        const optimal_table& ref, size_type m) {
+                        const reference_table& ref, size_type m) {
   long differ = 0;
   for (std::int32_t i = 0; i <= md.L; ++i)
     for (std::int32_t l = i; l <= md.L; ++l)
@@ -168,8 +168,8 @@ TEST_CASE("the lower bounds' unit divides the common sizes; the bounds are then 
     const size_type M = everything(md);
     const size_type m = std::uniform_int_distribution<size_type>(M / 4, M)(rng);
     // m / slots a little above w: w is a candidate, and m / slots does not divide the sizes.
-    const size_type slots = std::max<size_type>(
-        1, m / (w + std::uniform_int_distribution<size_type>(1, w - 1)(rng)));
+    const size_type slots =
+        std::max<size_type>(1, m / (w + std::uniform_int_distribution<size_type>(1, w - 1)(rng)));
     const size_type unit = remat::detail::lower_bound_unit(md, m, slots);
     const size_type target = std::max<size_type>(1, m / slots);
     CHECK(unit >= std::max<size_type>(1, target / 4));
@@ -177,7 +177,7 @@ TEST_CASE("the lower bounds' unit divides the common sizes; the bounds are then 
     if (remat::detail::rounding_loss(md, unit) != 0) continue;  // not every size divided
     ++divides;
     for (const dp_branches branches : both) {
-      const optimal_table ref = remat::detail::optimal_dp_reference(md, m, branches);
+      const reference_table ref = remat::detail::reference_dp(md, m, branches);
       const remat::detail::lower_bound_table lb = remat::detail::make_lower_bounds(
           remat::detail::plan_lower_bounds(md, m, slots, branches, 1), branches, 1);
       REQUIRE(lb.unit == unit);
@@ -198,7 +198,7 @@ TEST_CASE("the lower bounds' unit goes finer where the units near m / slots lose
   const size_type m = 1200, slots = 6;
   CHECK(remat::detail::lower_bound_unit(md, m, slots) == 64);
   for (const dp_branches branches : both) {
-    const optimal_table ref = remat::detail::optimal_dp_reference(md, m, branches);
+    const reference_table ref = remat::detail::reference_dp(md, m, branches);
     const remat::detail::lower_bound_table lb = remat::detail::make_lower_bounds(
         remat::detail::plan_lower_bounds(md, m, slots, branches, 1), branches, 1);
     CHECK(bounds_off_optimum(md, lb, ref, m) == 0);
@@ -223,10 +223,11 @@ TEST_CASE("the search is not tried where rounding to its unit loses more than a 
     const dp_branches branches = dp_branches::tape_and_checkpoint;
     const interval_bounds b = bounds_of(md, branches);
     const size_type m = b.need[interval_index(md.L, 0, md.L)] * 2;
-    const size_type unit = remat::detail::lower_bound_unit(md, m, remat::detail::tuning.search_slots);
+    const size_type unit =
+        remat::detail::lower_bound_unit(md, m, remat::detail::tuning.search_slots);
     const double loss = remat::detail::rounding_loss(md, unit) / static_cast<double>(m);
     CAPTURE(loss);
-    const bnb_result r = remat::detail::branch_and_bound_within(md, b, m, branches, 1, 1e6, 1e12);
+    const search_result r = remat::detail::search_dp_within(md, b, m, branches, 1, 1e6, 1e12);
     // The solve asks `search_plan` before it weighs the search against the frontier DP.
     CHECK(remat::detail::search_plan(md, m, branches, 1).has_value() == aligned);
     if (aligned) {
@@ -260,7 +261,7 @@ TEST_CASE("the search's lookups are max(S, LB) from the table, huge sizes includ
       const size_type slots = std::uniform_int_distribution<size_type>(1, 40)(rng);
       const remat::detail::lower_bound_table lb = remat::detail::make_lower_bounds(
           remat::detail::plan_lower_bounds(md, M, slots, branches, 1), branches, 1);
-      remat::detail::bnb::search s(md, b, branches);
+      remat::detail::search::engine s(md, b, branches);
       s.restart(lb, remat::detail::infinite_time);
       auto want = [&](std::size_t cell, size_type m) {
         if (m < b.need[cell]) return remat::detail::infinite_time;
@@ -301,15 +302,15 @@ TEST_CASE("a cap on the work stops the search; a larger one resumes it to the sa
     const dp_branches branches = dp_branches::tape_and_checkpoint;
     const interval_bounds b = bounds_of(md, branches);
     const size_type m = b.need[interval_index(md.L, 0, md.L)] + 200;
-    const bnb_result whole = remat::detail::branch_and_bound(md, b, m, 16, branches);
+    const search_result whole = remat::detail::search_dp(md, b, m, 16, branches);
     REQUIRE(whole.complete);
     if (whole.work < 100) continue;
     ++stopped;
     const remat::detail::lower_bound_table lb = remat::detail::make_lower_bounds(
         remat::detail::plan_lower_bounds(md, m, 16, branches, 1), branches, 1);
-    remat::detail::bnb::search s(md, b, branches);
+    remat::detail::search::engine s(md, b, branches);
     s.restart(lb, whole.work / 4);
-    const bnb_result part = remat::detail::branch_and_bound(md, s, m);
+    const search_result part = remat::detail::search_dp(md, s, m);
     CHECK_FALSE(part.complete);
     CHECK(part.ops.empty());
     CHECK(part.work <= whole.work / 4 + static_cast<double>(md.L) + 1);
@@ -317,7 +318,7 @@ TEST_CASE("a cap on the work stops the search; a larger one resumes it to the sa
     const remat::detail::lower_bound_table finer = remat::detail::make_lower_bounds(
         remat::detail::plan_lower_bounds(md, m, 64, branches, 1), branches, 1);
     s.restart(finer, remat::detail::infinite_time);
-    const bnb_result resumed = remat::detail::branch_and_bound(md, s, m);
+    const search_result resumed = remat::detail::search_dp(md, s, m);
     REQUIRE(resumed.complete);
     CHECK(resumed.value == whole.value);
     CHECK(resumed.ops == whole.ops);
