@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Regenerates the README's two benchmark tables, each from one run, footed with the commit and
-the machine (benchmarks/README.md says what each program measures).
+"""Regenerates two benchmark tables, each from one run, footed with the machine: the README's
+schedule quality table and benchmarks/README.md's table of the default solve against 500 slots
+(benchmarks/README.md says what each program measures). The commit a run measured is kept in
+its results file, not in the prose.
 
     python3 benchmarks/readme_tables.py speed   [BUILD_DIR] [--reuse]  # bench_solver_scaling default/*
     python3 benchmarks/readme_tables.py quality [BUILD_DIR] [--reuse]  # bench_quality, the zoo
 
 BUILD_DIR (default build/release) holds the built benchmarks. `speed` writes the run's output to
 benchmarks/results/solver_scaling_default.json, `quality` to benchmarks/results/quality/; both
-print the Markdown table for the README on stdout. Standard library only.
+print the Markdown table on stdout. Standard library only.
 """
 import json
 import os
@@ -19,9 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 
 
-def footer(commit=None, timed=True):
-    commit = commit or subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                                      capture_output=True, text=True).stdout.strip() or "unknown"
+def footer(timed=True):
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -32,7 +32,7 @@ def footer(commit=None, timed=True):
     except OSError:
         pass
     timing = "; one thread, CPU time" if timed else ""
-    return f"(commit {commit}; {model}, {os.cpu_count()} cores{timing})"
+    return f"({model}, {os.cpu_count()} cores{timing})"
 
 
 def ms(t):
@@ -49,7 +49,7 @@ def speed(build, reuse):
                        check=True, stdout=subprocess.DEVNULL)
     with open(out) as f:
         data = json.load(f)
-    if not reuse:  # the commit the run measured, for the footer of later --reuse tables
+    if not reuse:  # the commit the run measured, kept with its results
         data["remat_commit"] = subprocess.run(
             ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
             capture_output=True, text=True).stdout.strip()
@@ -78,7 +78,7 @@ def speed(build, reuse):
               + " |")
     print()
     print(f"Largest time ratio {worst_time:.2f}, largest makespan ratio {worst_makespan:.4f} "
-          f"{footer(data.get('remat_commit'))}.")
+          f"{footer()}.")
 
 
 def quality(build, reuse):
@@ -89,8 +89,6 @@ def quality(build, reuse):
         with open(os.path.join(out, "commit"), "w") as f:
             f.write(subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                                    capture_output=True, text=True).stdout)
-    with open(os.path.join(out, "commit")) as f:
-        commit = f.read().strip()
     with open(os.path.join(out, "quality.md")) as f:
         lines = f.read().splitlines()
     # The two overhead tables of quality.md (50% and 30% of store-all), first setting of each
@@ -118,7 +116,7 @@ def quality(build, reuse):
         print(f"| {network} ({at50[1]}) | " + " | ".join(row) + " |")
     print()
     print(f"Makespan over store-all's at 50% / 30% of its peak memory "
-          f"{footer(commit, timed=False)}.")
+          f"{footer(timed=False)}.")
 
 
 def main():
