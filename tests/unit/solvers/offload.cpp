@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <random>
 #include <span>
 #include <vector>
@@ -141,6 +142,31 @@ struct gap_counts {
   double worst_gap = 0;
 };
 
+// The exhaustive search's makespan at `budget` (at most `states` states; none where it gives up),
+// its schedule checked valid within the budget and never slower than the solver's `r` (relative
+// 1e-12: times with decimals round); counted in `g`.
+std::optional<double> judge(const remat::chain& c, size_type budget, const remat::solve_result& r,
+                            std::size_t states, gap_counts& g) {
+  std::vector<remat::op> best;
+  try {
+    best = remat::detail::timed_search(c, budget, states).run().first;
+  } catch (const remat::solver_error&) {
+    ++g.gave_up;
+    return std::nullopt;
+  }
+  REQUIRE_FALSE(best.empty());  // the solver's schedule is one of all sequences
+  const remat::replay_result e = remat::simulate(c, std::span<const remat::op>(best));
+  REQUIRE(e.valid());
+  CHECK(e.peak_memory <= budget);
+  CHECK(e.makespan <= r.plan.makespan * (1 + 1e-12));
+  ++g.judged;
+  if (e.makespan < r.plan.makespan * (1 - 1e-12)) {
+    ++g.gaps;
+    g.worst_gap = std::max(g.worst_gap, r.plan.makespan / e.makespan - 1);
+  }
+  return e.makespan;
+}
+
 // `chains` random chains of `stages` stages (whole times, sizes up to 4) with each bandwidth
 // 2^k for k drawn in [lowest, 2], at the offload solver's least budget and at `budgets` - 1
 // more evenly spaced up to store-all's peak; each judged against the search over every op
@@ -167,30 +193,15 @@ gap_counts gap_to_exhaustive(std::uint64_t seed, int chains, int stages, int low
       const size_type budget = least + (top - least) * k / budgets;
       const auto r = offload(c, budget);
       REQUIRE(r.feasible);
-      std::vector<remat::op> best;
-      try {
-        best = remat::detail::timed_search(c, budget, states).run().first;
-      } catch (const remat::solver_error&) {
-        ++g.gave_up;
-        continue;
-      }
-      REQUIRE_FALSE(best.empty());  // the DP's schedule is one of all sequences
-      const auto e = remat::simulate(c, std::span<const remat::op>(best));
-      REQUIRE(e.valid());
-      CHECK(e.peak_memory <= budget);
-      CHECK(e.makespan <= r.plan.makespan);
-      if (e.makespan < r.plan.makespan) {
-        ++g.gaps;
-        g.worst_gap = std::max(g.worst_gap, r.plan.makespan / e.makespan - 1);
-      }
+      const std::optional<double> e = judge(c, budget, r, states, g);
+      if (!e) continue;
       // The spine DP's schedule alone, before the baselines and the tightening.
       const std::vector<remat::op> dp = remat::detail::spine_ops(c, budget, 1, {});
       REQUIRE_FALSE(dp.empty());
       const double dp_time = remat::simulate(c, std::span<const remat::op>(dp)).makespan;
       CHECK(r.plan.makespan <= dp_time);
-      g.dp_gaps += e.makespan < dp_time;
+      g.dp_gaps += *e < dp_time;
       g.tightened += r.plan.makespan < dp_time;
-      ++g.judged;
     }
   }
   std::printf("offload vs exhaustive, %d stages: %d instances judged (%d given up); the "
@@ -246,20 +257,7 @@ gap_counts broad_gap_to_exhaustive(int stages, int chains, std::size_t states) {
       const size_type budget = least + (top - least) * k / 4;
       const remat::solve_result r = offload(c, budget);
       if (!r.feasible) continue;
-      std::vector<remat::op> best;
-      try {
-        best = remat::detail::timed_search(c, budget, states).run().first;
-      } catch (const remat::solver_error&) {
-        ++g.gave_up;
-        continue;
-      }
-      const double e = remat::simulate(c, std::span<const remat::op>(best)).makespan;
-      CHECK(e <= r.plan.makespan * (1 + 1e-12));
-      ++g.judged;
-      if (e < r.plan.makespan * (1 - 1e-12)) {
-        ++g.gaps;
-        g.worst_gap = std::max(g.worst_gap, r.plan.makespan / e - 1);
-      }
+      (void)judge(c, budget, r, states, g);
     }
   }
   MESSAGE(stages << " stages: " << g.judged << " instances judged (" << g.gave_up
