@@ -35,7 +35,7 @@ timed run(const remat::chain& c, remat::size_type budget, const remat::solve_opt
   t.result = remat::solve(c, budget, o);
   t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // solve replays every schedule itself; this is the benchmark's own check of the claim.
-  if (t.result.feasible && !remat::simulate(c, t.result.plan).fits(budget)) {
+  if (t.result.feasible && !remat::simulate(c, t.result.schedule).fits(budget)) {
     std::fprintf(stderr, "a schedule does not fit its budget\n");
     std::exit(1);
   }
@@ -45,7 +45,7 @@ timed run(const remat::chain& c, remat::size_type budget, const remat::solve_opt
 std::string ratio(const timed& t, double reference) {
   if (!t.result.feasible) return "  -  ";
   char text[16];
-  std::snprintf(text, sizeof text, "%.3f", t.result.plan.makespan / reference);
+  std::snprintf(text, sizeof text, "%.3f", t.result.schedule.makespan / reference);
   return text;
 }
 
@@ -81,7 +81,7 @@ int main() {
         const timed least = run(c, budget, {.coarsen = K});
         const timed even =
             run(c, budget, {.coarsen = K, .coarse_boundaries = remat::boundary_rule::even});
-        const double reference = fine.result.feasible ? fine.result.plan.makespan : 0;
+        const double reference = fine.result.feasible ? fine.result.schedule.makespan : 0;
         std::printf("| %s | %zu | %.0f%% | %s | %.2f | %zu | %s | %s |\n", n.name.c_str(), L,
                     100 * f, ratio(fine, bench::store_all_time(c)).c_str(), fine.seconds, K,
                     fine.result.feasible ? ratio(least, reference).c_str() : "(fine infeasible)",

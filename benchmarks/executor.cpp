@@ -25,7 +25,7 @@ const remat::schedule& recomputing_schedule() {
     const remat::chain c = uniform_chain();
     const remat::size_type store_all =
         remat::solve(c, remat::max_size, {.solver = remat::solver::store_all}).min_feasible_budget;
-    return remat::solve(c, store_all / 3).plan;
+    return remat::solve(c, store_all / 3).schedule;
   }();
   return s;
 }

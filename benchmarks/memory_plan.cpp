@@ -56,7 +56,7 @@ void arena_ratio(benchmark::State& state, const std::shared_ptr<const solved>& s
   }
   remat::memory_plan m;
   for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the loop idiom
-    m = remat::make_memory_plan(s->chain, s->result.plan, {.alignment = 256});
+    m = remat::make_memory_plan(s->chain, s->result.schedule, {.alignment = 256});
     benchmark::DoNotOptimize(m.arena_bytes);
   }
   constexpr double mib = 1 << 20;

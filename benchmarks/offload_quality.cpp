@@ -35,7 +35,7 @@ remat::solve_result checked(const remat::chain& c, remat::size_type budget, rema
   remat::solve_result r = remat::solve(c, budget, {.solver = s, .slots = slots});
   if (seconds != nullptr)
     *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (r.feasible && !remat::simulate(c, r.plan).fits(budget)) {
+  if (r.feasible && !remat::simulate(c, r.schedule).fits(budget)) {
     std::fprintf(stderr, "%s: a schedule does not fit its budget\n", std::string(name(s)).c_str());
     std::exit(1);
   }
@@ -72,7 +72,7 @@ int main() {
           const remat::solve_result r =
               checked(c, budget, s, s == remat::solver::offload ? &seconds : nullptr);
           if (r.feasible)
-            std::printf(" %.3f |", r.plan.makespan / reference);
+            std::printf(" %.3f |", r.schedule.makespan / reference);
           else
             std::printf(" - |");
         }

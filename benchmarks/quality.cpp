@@ -97,21 +97,21 @@ double makespan_at(const remat::chain& c, const remat::sweep_result& s, remat::s
       if (series.solver == which && !series.curve.empty()) {
         double t = none;
         for (const remat::solve_result& r : series.curve)
-          if (r.budget <= budget) t = r.plan.makespan;
+          if (r.budget <= budget) t = r.schedule.makespan;
         return t;
       }
   // Min-memory returns one schedule wherever it fits.
   if (which == remat::solver::min_memory)
     for (const remat::sweep_series& series : s.series)
       if (series.solver == which && series.results.back().feasible)
-        return budget >= series.min_feasible_budget ? series.results.back().plan.makespan : none;
+        return budget >= series.min_feasible_budget ? series.results.back().schedule.makespan : none;
   remat::solve_options so;
   so.solver = which;
   so.slots = slots;
   so.threads = threads;
   so.max_estimated_seconds = 1e9;
   const remat::solve_result r = remat::solve(c, budget, so);
-  return r.feasible ? r.plan.makespan : none;
+  return r.feasible ? r.schedule.makespan : none;
 }
 
 // "+12.3%" over store-all, or "infeasible".
@@ -252,7 +252,7 @@ int main(int argc, char** argv) {
         for (const remat::solve_result& r : rounded.results)
           if (r.feasible)
             line.points.push_back({remat::tools::memory_fraction(s, r.budget),
-                                   remat::tools::time_ratio(s, r.plan.makespan)});
+                                   remat::tools::time_ratio(s, r.schedule.makespan)});
         chart.lines.insert(chart.lines.begin() + 1, std::move(line));
       }
       std::ofstream(dir / (net.name + ".svg")) << remat::tools::svg::render(chart);
@@ -261,7 +261,7 @@ int main(int argc, char** argv) {
       const remat::sweep_series& exact = s.series.front();
       if (exact.solver != remat::solver::optimal) throw std::logic_error("optimal comes first");
       const auto makespan = [](const remat::solve_result& r) {
-        return r.feasible ? r.plan.makespan : std::numeric_limits<double>::quiet_NaN();
+        return r.feasible ? r.schedule.makespan : std::numeric_limits<double>::quiet_NaN();
       };
       for (const remat::solve_result& r : exact.results)
         if (!r.exact)

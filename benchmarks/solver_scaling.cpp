@@ -80,7 +80,7 @@ constexpr double no_limit = std::numeric_limits<double>::infinity();
 // Process CPU time of one solve, as the benchmarks measure theirs.
 double seconds_of(const remat::chain& c, size_type budget, const remat::solve_options& o) {
   const std::clock_t start = std::clock();
-  benchmark::DoNotOptimize(remat::solve(c, budget, o).plan.makespan);
+  benchmark::DoNotOptimize(remat::solve(c, budget, o).schedule.makespan);
   return static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
 }
 
@@ -95,14 +95,14 @@ void default_solve(benchmark::State& state, const std::string& name, std::int64_
   remat::solve_result r = remat::solve(c, budget, automatic);  // warm-up
   for (auto _ : state) {
     r = remat::solve(c, budget, automatic);
-    benchmark::DoNotOptimize(r.plan.makespan);
+    benchmark::DoNotOptimize(r.schedule.makespan);
   }
   state.counters["slots500_ms"] = 1e3 * slots_seconds;
   // (CPU time per iteration) / slots_seconds: a rate of iterations * slots_seconds, inverted.
   state.counters["time_ratio"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * slots_seconds,
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-  state.counters["makespan_ratio"] = s.feasible ? r.plan.makespan / s.plan.makespan : 0;
+  state.counters["makespan_ratio"] = s.feasible ? r.schedule.makespan / s.schedule.makespan : 0;
   state.counters["exact"] = r.exact ? 1 : 0;
   state.counters["memory_loss"] = r.memory_loss;
   state.counters["makespan_loss"] = r.makespan_loss;
@@ -123,11 +123,11 @@ void offload_solve(benchmark::State& state, const std::string& name, std::int64_
   remat::solve_result r = remat::solve(c, budget, o);  // warm-up
   for (auto _ : state) {
     r = remat::solve(c, budget, o);
-    benchmark::DoNotOptimize(r.plan.makespan);
+    benchmark::DoNotOptimize(r.schedule.makespan);
   }
   state.counters["recompute_ms"] = 1e3 * recompute_seconds;
   state.counters["makespan_ratio"] =
-      r.feasible && base.feasible ? r.plan.makespan / base.plan.makespan : 0;
+      r.feasible && base.feasible ? r.schedule.makespan / base.schedule.makespan : 0;
   state.counters["feasible"] = r.feasible ? 1 : 0;
 }
 
@@ -135,8 +135,8 @@ void exact_solve(benchmark::State& state, const std::string& name, std::int64_t 
   const remat::chain c = chain_named(name);
   const size_type budget = budget_at(c, percent);
   const remat::solve_options o{.slots = remat::exact_units, .max_estimated_seconds = no_limit};
-  benchmark::DoNotOptimize(remat::solve(c, budget, o).plan.makespan);  // warm-up
-  for (auto _ : state) benchmark::DoNotOptimize(remat::solve(c, budget, o).plan.makespan);
+  benchmark::DoNotOptimize(remat::solve(c, budget, o).schedule.makespan);  // warm-up
+  for (auto _ : state) benchmark::DoNotOptimize(remat::solve(c, budget, o).schedule.makespan);
 }
 
 void curve(benchmark::State& state, const std::string& name) {
@@ -157,7 +157,7 @@ void solve_synthetic(benchmark::State& state, remat::solver which) {
   const remat::chain c = synthetic_chain(state.range(0));
   const size_type budget = budget_at(c, 30);
   const remat::solve_options o{.solver = which, .slots = remat::rotor_slots};
-  for (auto _ : state) benchmark::DoNotOptimize(remat::solve(c, budget, o).plan.makespan);
+  for (auto _ : state) benchmark::DoNotOptimize(remat::solve(c, budget, o).schedule.makespan);
   state.SetComplexityN(state.range(0));
 }
 
@@ -165,7 +165,7 @@ void solve_zoo(benchmark::State& state, const std::string& model, remat::solver 
   const remat::chain c = remat::zoo::build(model).chain;
   const size_type budget = budget_at(c, 30);
   const remat::solve_options o{.solver = which, .slots = remat::rotor_slots};
-  for (auto _ : state) benchmark::DoNotOptimize(remat::solve(c, budget, o).plan.makespan);
+  for (auto _ : state) benchmark::DoNotOptimize(remat::solve(c, budget, o).schedule.makespan);
   state.counters["stages"] = static_cast<double>(c.length());
 }
 
@@ -176,9 +176,9 @@ void slots_200(benchmark::State& state) {
   remat::solve_result r;
   for (auto _ : state) {
     r = remat::solve(c, budget, o);
-    benchmark::DoNotOptimize(r.plan.ops.data());
+    benchmark::DoNotOptimize(r.schedule.ops.data());
   }
-  state.counters["makespan"] = r.plan.makespan;
+  state.counters["makespan"] = r.schedule.makespan;
   state.SetComplexityN(state.range(0));
 }
 

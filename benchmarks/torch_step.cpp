@@ -82,8 +82,8 @@ remat::transfer_rates link_of(const remat::chain& c) {
 // the one before it ended.
 double compute_wait_ms(const remat::torch::step_result& r) {
   double wait = 0, free_at = 0;
-  for (std::size_t i = 0; i < r.plan.ops.size(); ++i) {
-    const remat::op_kind k = r.plan.ops[i].kind;
+  for (std::size_t i = 0; i < r.schedule.ops.size(); ++i) {
+    const remat::op_kind k = r.schedule.ops[i].kind;
     if (k == remat::op_kind::offload || k == remat::op_kind::prefetch) continue;
     if (free_at > 0) wait += std::max(0.0, r.op_start_ms[i] - free_at);
     free_at = r.op_end_ms[i];
@@ -97,7 +97,7 @@ void step(benchmark::State& state, workload& (*model)(), remat::solver solver) {
   const bool offloads = moves_tensors(solver);
   if (offloads) c.transfer = link_of(c);
   const remat::size_type store_all =
-      remat::solve(c, remat::max_size, {.solver = remat::solver::store_all}).plan.peak_memory;
+      remat::solve(c, remat::max_size, {.solver = remat::solver::store_all}).schedule.peak_memory;
   remat::size_type least = remat::solve(c, 0, {.solver = solver}).min_feasible_budget;
   if (solver == remat::solver::offload) {
     remat::size_type infeasible = 0;
@@ -120,7 +120,7 @@ void step(benchmark::State& state, workload& (*model)(), remat::solver solver) {
       return;
     }
     measured += r.measured_ms;
-    predicted = r.plan.makespan;
+    predicted = r.schedule.makespan;
     peak = std::max(peak, r.measured_peak);
     wait += compute_wait_ms(r);
   }

@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
       std::printf("%-10s %11.1f %11.1f %7.4f %5zu %11.3f %11.3f %9.5f %s\n", label.c_str(),
                   static_cast<double>(p.memory.arena_bytes) / (1 << 20),
                   static_cast<double>(p.memory.lower_bound) / (1 << 20), p.memory.ratio(),
-                  p.solution.plan.ops.size(), static_cast<double>(eager.ms_per_step),
+                  p.solution.schedule.ops.size(), static_cast<double>(eager.ms_per_step),
                   static_cast<double>(graph.ms_per_step), static_cast<double>(eager.loss),
                   identical ? "identical" : "DIFFERENT");
     }

@@ -53,7 +53,7 @@ inline solve_report compute_report(const io::chain_file& file, const solve_reque
   rep.result = remat::solve(
       file.chain, req.budget,
       {.solver = rep.solver, .slots = req.slots, .threads = 0, .coarsen = req.coarsen});
-  if (rep.result.feasible) rep.replayed = simulate(file.chain, rep.result.plan);
+  if (rep.result.feasible) rep.replayed = simulate(file.chain, rep.result.schedule);
   const auto L = static_cast<std::int32_t>(file.chain.length());
   const std::vector<op> all = store_all_ops(L);
   rep.store_all = simulate(file.chain, std::span<const op>(all));
@@ -104,7 +104,7 @@ inline std::string format_json(const solve_report& rep) {
                                  ? nlohmann::ordered_json(nullptr)
                                  : nlohmann::ordered_json(r.min_feasible_budget);
   nlohmann::ordered_json ops = nlohmann::ordered_json::array();
-  for (const op& o : r.plan.ops) ops.push_back(detail::op_json(o));
+  for (const op& o : r.schedule.ops) ops.push_back(detail::op_json(o));
   j["ops"] = std::move(ops);
   // Only where the default solve fell back on slots, after the contract's keys: its bounds.
   if (detail::bounded(rep)) {
@@ -343,7 +343,7 @@ class report_writer {
   void recomputations() {
     const auto L = f_.chain.length();
     std::vector<int> forwards(L, 0);
-    for (const op& o : r_.plan.ops)
+    for (const op& o : r_.schedule.ops)
       if (o.kind == op_kind::forward_none || o.kind == op_kind::forward_checkpoint ||
           o.kind == op_kind::forward_all)
         ++forwards[static_cast<std::size_t>(o.stage)];
@@ -374,7 +374,7 @@ class report_writer {
     int offloads = 0, prefetches = 0, waits = 0;
     size_type offloaded = 0, prefetched = 0;
     const auto L = static_cast<std::int32_t>(f_.chain.length());
-    for (const op& o : r_.plan.ops) {
+    for (const op& o : r_.schedule.ops) {
       if (!is_transfer(o.kind)) continue;
       const bool tape = o.tensor == tensor_kind::tape;
       if (o.stage < (tape ? 1 : 0) || o.stage > L) continue;  // not a tensor of the chain
@@ -401,10 +401,10 @@ class report_writer {
   // The ops, and the stages' names where the chain has them.
   void schedule_ops() {
     const auto L = f_.chain.length();
-    line("schedule", std::to_string(r_.plan.ops.size()) + " ops");
+    line("schedule", std::to_string(r_.schedule.ops.size()) + " ops");
     std::vector<std::string> words;
-    words.reserve(r_.plan.ops.size());
-    for (const op& o : r_.plan.ops) words.push_back(to_string(o));
+    words.reserve(r_.schedule.ops.size());
+    for (const op& o : r_.schedule.ops) words.push_back(to_string(o));
     out_ += wrap(words, "  ", line_width);
     const bool named = std::any_of(f_.stage_names.begin(), f_.stage_names.end(),
                                    [](const std::string& n) { return !n.empty(); });

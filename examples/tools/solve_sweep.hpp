@@ -108,12 +108,12 @@ inline std::string format_sweep(const io::chain_file& f, const sweep_result& s, 
       cells.push_back(n == 0 ? fraction(s.budgets[k]) : "");
       cells.emplace_back(name(series.solver));
       if (r.feasible) {
-        const double ratio = time_ratio(s, r.plan.makespan);
+        const double ratio = time_ratio(s, r.schedule.makespan);
         char buf[32];
         std::snprintf(buf, sizeof buf, "%.4f", ratio);
-        cells.push_back(detail::format_time(r.plan.makespan, ""));
+        cells.push_back(detail::format_time(r.schedule.makespan, ""));
         cells.emplace_back(std::isnan(ratio) ? "-" : buf);
-        cells.push_back(std::to_string(r.plan.peak_memory));
+        cells.push_back(std::to_string(r.schedule.peak_memory));
       } else {
         cells.insert(cells.end(), {"infeasible", "-", "-"});
       }

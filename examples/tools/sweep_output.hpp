@@ -103,10 +103,10 @@ inline std::string sweep_csv_rows(const sweep_result& s, std::string_view prefix
              exact_number(memory_fraction(s, budget)) + "," + std::string(name(series.solver)) +
              "," + (r.feasible ? "true" : "false") + ",";
       if (r.feasible) {
-        const double ratio = time_ratio(s, r.plan.makespan);
-        out += exact_number(r.plan.makespan) + "," +
+        const double ratio = time_ratio(s, r.schedule.makespan);
+        out += exact_number(r.schedule.makespan) + "," +
                (std::isnan(ratio) ? std::string() : exact_number(ratio)) + "," +
-               std::to_string(r.plan.peak_memory);
+               std::to_string(r.schedule.peak_memory);
       } else {
         out += ",,";
       }
@@ -138,7 +138,7 @@ inline svg::chart sweep_chart(const sweep_result& s, const std::string& title,
     line.emphasized = series.solver == solver::optimal;
     const bool curve = !series.curve.empty();
     for (const solve_result& r : curve ? series.curve : series.results) {
-      const double ratio = time_ratio(s, r.plan.makespan);
+      const double ratio = time_ratio(s, r.schedule.makespan);
       if (r.feasible && !std::isnan(ratio))
         line.points.push_back({memory_fraction(s, r.budget), ratio});
     }

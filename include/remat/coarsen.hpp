@@ -3,7 +3,7 @@
 //
 //   remat::coarse_chain cc = remat::coarsen(c, 200);          // 200 blocks, least-loss cuts
 //   remat::solve_result r = remat::solve(cc.chain, budget);
-//   std::vector<remat::op> fine = remat::expand(cc, r.plan.ops);  // replays on c within budget
+//   std::vector<remat::op> fine = remat::expand(cc, r.schedule.ops);  // replays on c within budget
 //
 // The merged costs are safe (proof in detail/coarsen/block.hpp): any schedule of the coarse
 // chain, expanded, replays on the fine chain as a valid schedule whose every op peaks no higher

@@ -1,7 +1,7 @@
 // The static memory plan of a schedule: every buffer it creates, when it lives, and where it
 // sits in one arena; and the check that no two live buffers share a byte.
 //
-//   remat::memory_plan m = remat::make_memory_plan(chain, r.plan, {.alignment = 256});
+//   remat::memory_plan m = remat::make_memory_plan(chain, r.schedule, {.alignment = 256});
 //   m.arena_bytes;   // allocate this once
 //   m.lower_bound;   // the simulator's peak: no placement can use less
 //   remat::check_memory_plan(m).ok();   // <remat/check_plan.hpp>

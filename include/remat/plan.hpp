@@ -29,7 +29,7 @@ struct plan_result {
   bool feasible = false;
   size_type budget = 0;   ///< the user's budget
   solve_result solution;  ///< the last solve; `solution.budget` is what the solver was given
-  memory_plan memory;     ///< the placed buffers of `solution.plan` (empty when infeasible)
+  memory_plan memory;     ///< the placed buffers of `solution.schedule` (empty when infeasible)
   int attempts = 0;       ///< solves made
   std::string reason;     ///< why nothing fits, when nothing does
 };
@@ -61,13 +61,13 @@ struct plan_fn {
                                " bytes needs a larger arena (alignment, fragmentation)";
         return out;
       }
-      out.memory = make_memory_plan(c, out.solution.plan, {.alignment = options.alignment});
+      out.memory = make_memory_plan(c, out.solution.schedule, {.alignment = options.alignment});
       if (out.memory.arena_bytes <= budget) {
         out.feasible = true;
         return out;
       }
       const size_type over = out.memory.arena_bytes - budget;
-      const size_type peak = out.solution.plan.peak_memory;
+      const size_type peak = out.solution.schedule.peak_memory;
       // peak - over * 2^shift, saturating at -1 (which no solver can meet)
       const bool too_far = shift >= 62 || over > (peak >> shift);
       const size_type next = too_far ? -1 : peak - (over << shift);

@@ -2,7 +2,7 @@
 //
 //   remat::chain c = ...;                       // or any type modelling remat::chain_like
 //   remat::solve_result r = remat::solve(c, budget, {.solver = remat::solver::optimal});
-//   if (r.feasible) run(r.plan.ops);
+//   if (r.feasible) run(r.schedule.ops);
 //
 // Long chains: `{.coarsen = remat::auto_coarsening}` merges consecutive stages into blocks as far
 // as the solver needs (remat/coarsen.hpp) and returns the schedule on the chain's own stages.
@@ -70,7 +70,7 @@ inline solve_result expand_result(const chain& c, const coarse_chain& cc, solve_
                                   solver which) {
   solve_result out;
   if (coarse.feasible) {
-    std::vector<op> ops = expand(cc, coarse.plan.ops);
+    std::vector<op> ops = expand(cc, coarse.schedule.ops);
     const double makespan = replay(c, ops).makespan;
     out = finish(c, which, coarse.budget, std::move(ops), makespan);
   }

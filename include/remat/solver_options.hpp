@@ -211,7 +211,7 @@ struct solve_result {
   bool feasible = false;
   /// The schedule (empty when infeasible), with the makespan the solver predicts and the peak of
   /// replaying it on the chain's own sizes.
-  schedule plan;
+  remat::schedule schedule;
   size_type budget = 0;
   /// The smallest budget at which this solver, with the same options, finds a schedule;
   /// `no_budget` when none does (e.g. too few slots).

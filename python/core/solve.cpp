@@ -98,7 +98,7 @@ std::string result_repr(const py_result& p) {
     << ", budget=" << p.r.budget;
   if (p.r.feasible)
     o << ", makespan=" << p.replayed.makespan << ", peak_memory=" << p.replayed.peak_memory
-      << ", ops=" << p.r.plan.ops.size();
+      << ", ops=" << p.r.schedule.ops.size();
   else if (p.r.min_feasible_budget != remat::solve_result::no_budget)
     o << ", min_feasible_budget=" << p.r.min_feasible_budget;
   o << ")";
@@ -132,9 +132,9 @@ void bind_result(py::module_& m) {
           },
           "The least budget at which this solver, with these options, finds a schedule; None "
           "when none does (too few slots).")
-      .def_property_readonly("ops", [](const py_result& p) { return p.r.plan.ops; })
+      .def_property_readonly("ops", [](const py_result& p) { return p.r.schedule.ops; })
       .def_property_readonly(
-          "predicted_makespan", [](const py_result& p) { return p.r.plan.makespan; },
+          "predicted_makespan", [](const py_result& p) { return p.r.schedule.makespan; },
           "The makespan the solver computed (equal to `makespan` up to rounding).")
       .def_property_readonly("unit", [](const py_result& p) { return p.r.unit; })
       .def_property_readonly("exact", [](const py_result& p) { return p.r.exact; })
@@ -161,7 +161,7 @@ py_result solve_one(const remat::io::chain_file& c, py::handle budget, const std
   {
     const py::gil_scoped_release no_gil;  // pure: other Python threads may run
     out.r = remat::solve(c.chain, b, options);
-    if (out.r.feasible) out.replayed = remat::simulate(c.chain, out.r.plan);
+    if (out.r.feasible) out.replayed = remat::simulate(c.chain, out.r.schedule);
   }
   return out;
 }

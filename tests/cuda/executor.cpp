@@ -180,7 +180,7 @@ void gradients_match_store_all(const std::vector<int>& widths, cudaStream_t stre
       }
       if (!p.feasible) continue;
       ++schedules;
-      recomputing += p.solution.plan.ops.size() > 2 * c.length() + 1;
+      recomputing += p.solution.schedule.ops.size() > 2 * c.length() + 1;
       EXPECT(p.memory.arena_bytes <= budget);
       for (const mode m : {mode::eager, mode::poison, mode::graph}) {
         const bool same = identical(train(widths, p.memory, m, stream), reference);

@@ -32,17 +32,17 @@ void check_result(const remat::chain& c, size_type budget, const remat::solve_re
   using remat::fuzz::fail;
   if (r.budget != budget) fail("the result carries another budget");
   if (!r.feasible) {
-    if (!r.plan.ops.empty()) fail("an infeasible result with ops");
+    if (!r.schedule.ops.empty()) fail("an infeasible result with ops");
     if (r.min_feasible_budget != remat::solve_result::no_budget &&
         r.min_feasible_budget <= budget && monotone(o))
       fail("infeasible at a budget >= min_feasible_budget");
     return;
   }
-  const remat::replay_result replayed = remat::simulate(c, r.plan);
+  const remat::replay_result replayed = remat::simulate(c, r.schedule);
   if (!replayed.valid()) fail("a returned schedule is invalid");
   if (!replayed.fits(budget)) fail("a returned schedule exceeds the budget");
-  if (replayed.peak_memory != r.plan.peak_memory) fail("the claimed peak is not the replayed one");
-  const double claimed = r.plan.makespan, actual = replayed.makespan;
+  if (replayed.peak_memory != r.schedule.peak_memory) fail("the claimed peak is not the replayed one");
+  const double claimed = r.schedule.makespan, actual = replayed.makespan;
   if (!(std::fabs(claimed - actual) <= 1e-9 * std::max(1.0, std::fabs(actual))))
     fail("the claimed makespan is not the replayed one");
   if (r.min_feasible_budget != remat::solve_result::no_budget && r.min_feasible_budget > budget)
@@ -113,7 +113,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       budget >= store_all_peak) {
     if (!r.feasible) remat::fuzz::fail("optimal infeasible where store-all fits");
     const double store_all_time = remat::simulate(c, std::span<const remat::op>(all)).makespan;
-    if (r.plan.makespan > store_all_time * (1 + 1e-12))
+    if (r.schedule.makespan > store_all_time * (1 + 1e-12))
       remat::fuzz::fail("optimal slower than store-all");
   }
   return 0;

@@ -52,22 +52,22 @@ property_counts check_solver_properties(Solve solve, const property_options& o =
     REQUIRE(r.budget == budget);
     if (!r.feasible) {
       ++n.infeasible;
-      CHECK(r.plan.ops.empty());
+      CHECK(r.schedule.ops.empty());
       REQUIRE(r.min_feasible_budget != solve_result::no_budget);
       CHECK(budget < r.min_feasible_budget);
     } else {
       ++n.feasible;
-      const replay_result replayed = simulate(c, r.plan);
-      INFO(describe(replayed, r.plan.ops));
+      const replay_result replayed = simulate(c, r.schedule);
+      INFO(describe(replayed, r.schedule.ops));
       REQUIRE(replayed.valid());
       CHECK(replayed.peak_memory <= budget);
-      CHECK(replayed.peak_memory == r.plan.peak_memory);
+      CHECK(replayed.peak_memory == r.schedule.peak_memory);
       // Times are multiples of 0.5 and few: every sum is exact in double.
-      CHECK(replayed.makespan == r.plan.makespan);
+      CHECK(replayed.makespan == r.schedule.makespan);
       CHECK(r.min_feasible_budget <= budget);
       const solve_result best = solve_optimal(c, budget, exact);
       REQUIRE(best.feasible);
-      CHECK(best.plan.makespan <= r.plan.makespan);
+      CHECK(best.schedule.makespan <= r.schedule.makespan);
     }
     // The smallest budget it reports is one at which it finds a schedule.
     const solve_result at_min = solve(c, r.min_feasible_budget);

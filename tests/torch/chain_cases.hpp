@@ -93,7 +93,7 @@ inline remat::torch::profiled_chain check_every_schedule(const model& m) {
   check_same(state_of(m), before, false);  // profiling changed nothing
   const remat::chain& ch = p.chain;
   const remat::size_type store_all =
-      remat::solve(ch, remat::max_size, {.solver = remat::solver::store_all}).plan.peak_memory;
+      remat::solve(ch, remat::max_size, {.solver = remat::solver::store_all}).schedule.peak_memory;
   remat::torch::executor ex(m.stages);
   ex.use_profile(p);
   for (remat::solver s : remat::all_solvers) {
@@ -118,7 +118,7 @@ inline remat::torch::profiled_chain check_every_schedule(const model& m) {
       CHECK(r.as_predicted);
       CHECK(r.op_peaks == r.expected_op_peaks);
       CHECK(r.measured_peak == r.expected_peak);
-      CHECK(r.expected_peak <= r.plan.peak_memory);
+      CHECK(r.expected_peak <= r.schedule.peak_memory);
       CHECK(r.measured_peak <= budget);
       reset(m, before, /*zero=*/false);
     }

@@ -30,7 +30,7 @@ TEST_CASE("every solver, budgets from the least feasible to store-all: autograd'
     const remat::torch::profiled_chain p = remat::torch::profile(c.net, c.input, c.loss);
     const remat::chain& ch = p.chain;
     const remat::size_type store_all =
-        remat::solve(ch, remat::max_size, {.solver = remat::solver::store_all}).plan.peak_memory;
+        remat::solve(ch, remat::max_size, {.solver = remat::solver::store_all}).schedule.peak_memory;
     double worst = 0;
     for (remat::solver s : remat::all_solvers) {
       if (s == remat::solver::exhaustive && ch.length() > 7) continue;
@@ -57,11 +57,11 @@ TEST_CASE("every solver, budgets from the least feasible to store-all: autograd'
         CHECK(r.measured_peak <= budget);
         // Every op allocates exactly what the profile says, F_all with its recording transient,
         // and the model's peak (the solver's prediction) is the measured one within 5%.
-        CHECK(r.op_peaks == remat::torch::expected_op_peaks(p, r.plan.ops));
+        CHECK(r.op_peaks == remat::torch::expected_op_peaks(p, r.schedule.ops));
         CHECK(r.measured_peak == r.expected_peak);
-        CHECK(r.expected_peak == r.plan.peak_memory);
-        const double err = std::abs(static_cast<double>(r.plan.peak_memory - r.measured_peak)) /
-                           static_cast<double>(r.plan.peak_memory);
+        CHECK(r.expected_peak == r.schedule.peak_memory);
+        const double err = std::abs(static_cast<double>(r.schedule.peak_memory - r.measured_peak)) /
+                           static_cast<double>(r.schedule.peak_memory);
         CHECK(err <= 0.05);
         worst = std::max(worst, err);
         restore(c.net, before, false);
@@ -95,7 +95,7 @@ TEST_CASE("cuda: autograd's gradients with dropout, each op's peak as predicted 
     CHECK(ch.input_size % 512 == 0);
     for (const remat::stage& st : ch.stages) CHECK(st.output_size % 512 == 0);
     const remat::size_type store_all =
-        remat::solve(ch, remat::max_size, {.solver = remat::solver::store_all}).plan.peak_memory;
+        remat::solve(ch, remat::max_size, {.solver = remat::solver::store_all}).schedule.peak_memory;
     for (remat::solver s : {remat::solver::optimal, remat::solver::sequential}) {
       const remat::size_type least = remat::solve(ch, 0, {.solver = s}).min_feasible_budget;
       remat::torch::executor ex(c.net, {.solve = {.solver = s}});
@@ -115,7 +115,7 @@ TEST_CASE("cuda: autograd's gradients with dropout, each op's peak as predicted 
           CHECK(same(got.buffers[j], ref.buffers[j]));
         CHECK(same(r.input_gradient, ref.input_grad));
         CHECK(r.measured_peak <= budget);
-        CHECK(r.op_peaks == remat::torch::expected_op_peaks(p, r.plan.ops));
+        CHECK(r.op_peaks == remat::torch::expected_op_peaks(p, r.schedule.ops));
         CHECK(r.as_predicted);
         restore(c.net, before, false);
       }
@@ -263,7 +263,7 @@ TEST_CASE("bad input: an error that names the stage, and nothing changed") {
     const remat::torch::step_result r = ex.step(c.input, c.loss, least - 1);
     CHECK(!r.feasible);
     CHECK(r.min_feasible_budget == least);
-    CHECK(r.plan.ops.empty());
+    CHECK(r.schedule.ops.empty());
     CHECK(r.measured_peak == 0);
     for (const auto& p : c.net->parameters()) CHECK(!p.grad().defined());
   }
@@ -299,7 +299,7 @@ TEST_CASE("offloading: autograd's gradients, and the budget kept whatever the co
     linked.transfer = link;
     const remat::size_type store_all =
         remat::solve(linked, remat::max_size, {.solver = remat::solver::store_all})
-            .plan.peak_memory;
+            .schedule.peak_memory;
     const remat::size_type recompute_least =
         remat::solve(linked, 0, {.solver = remat::solver::optimal}).min_feasible_budget;
 
@@ -344,8 +344,8 @@ TEST_CASE("offloading: autograd's gradients, and the budget kept whatever the co
           REQUIRE(r.feasible);
           ++steps;
           below_recompute += budget < recompute_least;
-          moved_activation |= moves(r.plan.ops, remat::tensor_kind::activation);
-          moved_tape |= moves(r.plan.ops, remat::tensor_kind::tape);
+          moved_activation |= moves(r.schedule.ops, remat::tensor_kind::activation);
+          moved_tape |= moves(r.schedule.ops, remat::tensor_kind::tape);
           const snapshot got = state_of(c.net);
           for (std::size_t j = 0; j < got.grads.size(); ++j)
             CHECK(same(got.grads[j], ref.grads[j]));
@@ -353,13 +353,13 @@ TEST_CASE("offloading: autograd's gradients, and the budget kept whatever the co
             CHECK(same(got.buffers[j], ref.buffers[j]));
           CHECK(same(r.input_gradient, ref.input_grad));
           // The guarantee: never above the model's peak, whatever the timing.
-          CHECK(r.measured_peak <= r.plan.peak_memory);
-          CHECK(r.plan.peak_memory <= budget);
+          CHECK(r.measured_peak <= r.schedule.peak_memory);
+          CHECK(r.schedule.peak_memory <= budget);
           CHECK(r.within_budget);
           // Where the timing was as predicted, each op allocated what the model says.
           CHECK(r.as_predicted);
-          for (std::size_t i = 0; i < r.plan.ops.size(); ++i) {
-            if (remat::is_transfer(r.plan.ops[i].kind)) continue;
+          for (std::size_t i = 0; i < r.schedule.ops.size(); ++i) {
+            if (remat::is_transfer(r.schedule.ops[i].kind)) continue;
             const remat::size_type d = r.op_peaks[i] - r.expected_op_peaks[i];
             if (r.in_predicted_order[i]) {
               ++compared;
@@ -418,7 +418,7 @@ TEST_CASE("cuda offloading: autograd's gradients, the budget kept (needs a GPU)"
     linked.transfer = link;
     const remat::size_type store_all =
         remat::solve(linked, remat::max_size, {.solver = remat::solver::store_all})
-            .plan.peak_memory;
+            .schedule.peak_memory;
     bool moved_activation = false, moved_tape = false;
     for (remat::solver s : {remat::solver::offload, remat::solver::save_on_cpu,
                             remat::solver::vdnn}) {
@@ -442,15 +442,15 @@ TEST_CASE("cuda offloading: autograd's gradients, the budget kept (needs a GPU)"
           torch::manual_seed(7);
           const remat::torch::step_result r = ex.step(c.input, c.loss, budget);
           REQUIRE(r.feasible);
-          moved_activation |= moves(r.plan.ops, remat::tensor_kind::activation);
-          moved_tape |= moves(r.plan.ops, remat::tensor_kind::tape);
+          moved_activation |= moves(r.schedule.ops, remat::tensor_kind::activation);
+          moved_tape |= moves(r.schedule.ops, remat::tensor_kind::tape);
           const snapshot got = state_of(c.net);
           for (std::size_t j = 0; j < got.grads.size(); ++j)
             CHECK(same(got.grads[j], ref.grads[j]));
           for (std::size_t j = 0; j < got.buffers.size(); ++j)
             CHECK(same(got.buffers[j], ref.buffers[j]));
           CHECK(same(r.input_gradient, ref.input_grad));
-          CHECK(r.measured_peak <= r.plan.peak_memory);
+          CHECK(r.measured_peak <= r.schedule.peak_memory);
           CHECK(r.within_budget);
           restore(c.net, before, false);
         }
@@ -488,8 +488,8 @@ TEST_CASE("offloading: bad input is named") {
   remat::torch::executor ex(net, {.solve = {.solver = remat::solver::vdnn}, .transfer = {1e3, 1e3}});
   const remat::torch::step_result r = ex.step(x, sum_loss(), remat::max_size);
   REQUIRE(r.feasible);
-  CHECK(moves(r.plan.ops, remat::tensor_kind::activation));
-  CHECK(r.measured_peak <= r.plan.peak_memory);
+  CHECK(moves(r.schedule.ops, remat::tensor_kind::activation));
+  CHECK(r.measured_peak <= r.schedule.peak_memory);
   CHECK(r.as_predicted);
   CHECK(torch::equal(r.input_gradient, xr.grad()));
   std::size_t j = 0;

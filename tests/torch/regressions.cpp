@@ -83,7 +83,7 @@ TEST_CASE("what a new user met: each check failed before remat::torch found stag
     const auto r = ex.step(x, ce, remat::max_size);
     const auto p = *ex.profile_at(remat::torch::tensor_shape::of(x));
     report("3. every op's measured peak equals the prediction (head with a negative overhead)",
-           r.op_peaks == remat::torch::expected_op_peaks(p, r.plan.ops));
+           r.op_peaks == remat::torch::expected_op_peaks(p, r.schedule.ops));
   }
   // 4: a loss with parameters: profiling leaves their gradients undefined.
   {

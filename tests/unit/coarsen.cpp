@@ -105,8 +105,8 @@ TEST_CASE("coarse schedules expand to fine ones within the coarse peaks and time
     const auto budget = static_cast<size_type>(uniform(rng, 0, static_cast<std::size_t>(peak)));
     const remat::solve_result r = remat::solve(cc.chain, budget, {.slots = remat::exact_units});
     if (r.feasible) {
-      check_expansion(c, cc, r.plan.ops);
-      CHECK(remat::simulate(c, remat::expand(cc, r.plan.ops)).peak_memory <= budget);
+      check_expansion(c, cc, r.schedule.ops);
+      CHECK(remat::simulate(c, remat::expand(cc, r.schedule.ops)).peak_memory <= budget);
       ++checked;
     }
   }
@@ -268,15 +268,15 @@ TEST_CASE("solve with coarsen: fine-stage schedules, replayed on the chain") {
       REQUIRE(r.feasible == coarse.feasible);
       CHECK(r.min_feasible_budget == coarse.min_feasible_budget);
       if (!r.feasible) continue;
-      const remat::replay_result fine = remat::simulate(c, r.plan);
+      const remat::replay_result fine = remat::simulate(c, r.schedule);
       REQUIRE(fine.valid());
       CHECK(fine.peak_memory <= budget);
-      CHECK(r.plan.makespan == fine.makespan);
-      CHECK(r.plan.peak_memory == fine.peak_memory);
-      CHECK(fine.makespan <= coarse.plan.makespan);
+      CHECK(r.schedule.makespan == fine.makespan);
+      CHECK(r.schedule.peak_memory == fine.peak_memory);
+      CHECK(fine.makespan <= coarse.schedule.makespan);
       // Never faster than solving the fine chain itself (the coarse schedules are fine ones).
       if (s == remat::solver::optimal)
-        CHECK(remat::solve(c, budget, {.slots = remat::exact_units}).plan.makespan <=
+        CHECK(remat::solve(c, budget, {.slots = remat::exact_units}).schedule.makespan <=
               fine.makespan);
     }
   }
@@ -302,14 +302,14 @@ TEST_CASE("solve with automatic coarsening: only what the solver would refuse") 
   CHECK(r.coarse_length > 0);
   CHECK(r.coarse_length < 300);
   REQUIRE(r.feasible);
-  CHECK(remat::simulate(c, r.plan).fits(budget));
-  CHECK(r.plan.makespan >= plain.plan.makespan);
+  CHECK(remat::simulate(c, r.schedule).fits(budget));
+  CHECK(r.schedule.makespan >= plain.schedule.makespan);
   // A table limit is a limit too: 64 KiB leaves a few blocks.
   const remat::solve_result small_table = remat::solve(
       c, budget, {.slots = 500, .max_table_bytes = 65536, .coarsen = remat::auto_coarsening});
   CHECK(small_table.coarse_length > 0);
   CHECK(small_table.coarse_length < r.coarse_length);
-  if (small_table.feasible) CHECK(remat::simulate(c, small_table.plan).fits(budget));
+  if (small_table.feasible) CHECK(remat::simulate(c, small_table.schedule).fits(budget));
   // Solvers that never refuse a long chain get it as given.
   tight.solver = remat::solver::revolve;
   CHECK(remat::solve(c, budget, tight).coarse_length == 0);

@@ -323,7 +323,7 @@ TEST_CASE("solve works on a user chain as on the equivalent remat::chain") {
       const remat::solve_result a = remat::solve(mine, budget, o);
       const remat::solve_result b = remat::solve(theirs, budget, o);
       CHECK(a.feasible == b.feasible);
-      CHECK(a.plan == b.plan);
+      CHECK(a.schedule == b.schedule);
       CHECK(a.min_feasible_budget == b.min_feasible_budget);
     }
   }
@@ -331,13 +331,13 @@ TEST_CASE("solve works on a user chain as on the equivalent remat::chain") {
   const remat::solve_result r =
       remat::solve(mine, 15, {.solver = remat::solver::optimal, .slots = remat::exact_units});
   REQUIRE(r.feasible);
-  CHECK(remat::simulate(mine, r.plan).fits(15));
-  CHECK(r.plan.makespan == 1 + 1 + 0.5 + 2 + 2);
+  CHECK(remat::simulate(mine, r.schedule).fits(15));
+  CHECK(r.schedule.makespan == 1 + 1 + 0.5 + 2 + 2);
 }
 
 TEST_CASE("solve works at compile time on a user chain") {
   static_assert(
-      remat::solve(user::array_chain{}, 1000, {.slots = remat::exact_units}).plan.makespan ==
+      remat::solve(user::array_chain{}, 1000, {.slots = remat::exact_units}).schedule.makespan ==
       (1.5 + 2.5) * (1 + 2 + 3));
   CHECK(remat::solve(user::array_chain{}, 1000).feasible);
 }

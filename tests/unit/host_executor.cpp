@@ -43,7 +43,7 @@ void gradients_match_store_all(const std::vector<int>& widths, int min_schedules
     }
   REQUIRE(nonzero);
 
-  const size_type top = reference_plan.solution.plan.peak_memory;
+  const size_type top = reference_plan.solution.schedule.peak_memory;
   const size_type least = remat::solve(c, top).min_feasible_budget;
   int schedules = 0, recomputing = 0;
   std::string ran;
@@ -64,7 +64,7 @@ void gradients_match_store_all(const std::vector<int>& widths, int min_schedules
       }
       if (!p.feasible) continue;
       ++schedules;
-      recomputing += p.solution.plan.ops.size() > reference_plan.solution.plan.ops.size();
+      recomputing += p.solution.schedule.ops.size() > reference_plan.solution.schedule.ops.size();
       REQUIRE(p.memory.arena_bytes <= budget);
       require_identical(train(widths, p.memory, {.poison = true}), reference);
       require_identical(train(widths, p.memory, {.separate_allocations = true}), reference);
@@ -102,11 +102,11 @@ TEST_CASE("random chains and schedules: the executor computes what holding every
     const size_type least = remat::solve(c, 0, {.slots = remat::exact_units}).min_feasible_budget;
     for (const size_type budget : {least, (least + top) / 2, top}) {
       const auto r = remat::solve(c, budget, {.slots = remat::exact_units});
-      if (r.feasible) schedules.push_back(r.plan.ops);
+      if (r.feasible) schedules.push_back(r.schedule.ops);
     }
     if (c.length() <= 3) {
       const auto e = remat::solve(c, least, {.solver = remat::solver::exhaustive});
-      if (e.feasible) schedules.push_back(e.plan.ops);
+      if (e.feasible) schedules.push_back(e.schedule.ops);
     }
     if (auto walk = remat::testing::random_schedule(c, rng)) schedules.push_back(*walk);
 
@@ -224,7 +224,7 @@ TEST_CASE("an unsound plan is refused") {
   remat::chain c;
   c.input_size = 8;
   c.stages.assign(2, remat::stage{1, 1, 8, 8, 0, 0});
-  remat::memory_plan plan = remat::make_memory_plan(c, remat::solve(c, remat::max_size).plan);
+  remat::memory_plan plan = remat::make_memory_plan(c, remat::solve(c, remat::max_size).schedule);
   plan.buffers[1].offset = plan.buffers[0].offset;  // t_1 onto a_0
   CHECK_THROWS_WITH_AS(remat::host_executor{plan}, doctest::Contains("overlap"),
                        std::invalid_argument);

@@ -104,7 +104,7 @@ TEST_CASE("the 12-layer perceptron trained under offloading schedules ends with 
       remat::plan(c, remat::max_size, {.solve = {.solver = remat::solver::store_all}});
   REQUIRE(reference_plan.feasible);
   const trained reference = train(widths, reference_plan.memory, {});
-  const size_type top = reference_plan.solution.plan.peak_memory;
+  const size_type top = reference_plan.solution.schedule.peak_memory;
 
   int schedules = 0, offloading = 0, below_recompute = 0;
   const size_type recompute_least = remat::solve(c, top).min_feasible_budget;

@@ -76,16 +76,16 @@ outcome solve_checked(const chain& given, size_type budget, const solve_options&
   }
   CHECK(r.budget == budget);
   if (!r.feasible) {
-    CHECK(r.plan.ops.empty());
+    CHECK(r.schedule.ops.empty());
     CHECK((r.min_feasible_budget == solve_result::no_budget || r.min_feasible_budget > budget));
     return outcome::none_fits;
   }
-  const remat::replay_result replayed = remat::simulate(c, r.plan);
+  const remat::replay_result replayed = remat::simulate(c, r.schedule);
   REQUIRE(replayed.valid());
   CHECK(replayed.fits(budget));
-  CHECK(replayed.peak_memory == r.plan.peak_memory);
+  CHECK(replayed.peak_memory == r.schedule.peak_memory);
   CHECK(std::isfinite(replayed.makespan));
-  CHECK(replayed.makespan == doctest::Approx(r.plan.makespan).epsilon(1e-9));
+  CHECK(replayed.makespan == doctest::Approx(r.schedule.makespan).epsilon(1e-9));
   CHECK(r.min_feasible_budget <= budget);
   return outcome::schedule;
 }
@@ -128,8 +128,8 @@ TEST_CASE("sizes near 2^63: where store-all fits exactly, the exact optimal retu
   REQUIRE(all.peak_memory == int64_max);
   const solve_result r = remat::solve(c, int64_max);
   REQUIRE(r.feasible);
-  CHECK(r.plan.ops == remat::store_all_ops(1));
-  CHECK(r.plan.makespan == all.makespan);
+  CHECK(r.schedule.ops == remat::store_all_ops(1));
+  CHECK(r.schedule.makespan == all.makespan);
   CHECK(r.min_feasible_budget <= two_62);
 }
 
@@ -156,7 +156,7 @@ TEST_CASE("times from 0 to 1e300: schedules with finite makespans, or a clear re
       for (const size_type slots : slot_choices)
         for (const size_type budget : {size_type{0}, size_type{12}, peak, two_62})
           solve_checked(c, budget, {.solver = s, .slots = slots});
-    if (time == 0) CHECK(remat::solve(c, peak).plan.makespan == 0);
+    if (time == 0) CHECK(remat::solve(c, peak).schedule.makespan == 0);
   }
   // (L + 1) x 1e300 x 2 stages still fits a double; 1e308 does not: validation refuses it.
   chain huge = uniform_chain(2, 1, 1e308);
@@ -191,7 +191,7 @@ TEST_CASE("all sizes zero: every solver fits budget 0 with a peak of 0") {
         CAPTURE(n);
         CHECK(solve_checked(c, 0, {.solver = s, .slots = slots}) == outcome::schedule);
         const solve_result r = remat::solve(for_solver(c, s), 0, {.solver = s, .slots = slots});
-        CHECK(r.plan.peak_memory == 0);
+        CHECK(r.schedule.peak_memory == 0);
         CHECK(r.min_feasible_budget == 0);
       }
   }
@@ -269,7 +269,7 @@ TEST_CASE("the time limit is an option: tiny refuses, infinity turns the check o
                        {.solver = s,
                         .slots = slots,
                         .max_estimated_seconds = std::numeric_limits<double>::infinity()});
-      CHECK(unlimited.plan == by_default.plan);
+      CHECK(unlimited.schedule == by_default.schedule);
     }
 }
 
@@ -284,7 +284,7 @@ TEST_CASE("slots: a huge budget may lose a unit to rounding; the fastest schedul
   const solve_result huge = remat::solve(c, int64_max, two_slots);
   CHECK(huge.unit == two_62);
   REQUIRE(huge.feasible);  // the DP's rounded sizes do not fit; store-all (peak 20) does
-  CHECK(huge.plan.ops == remat::store_all_ops(1));
+  CHECK(huge.schedule.ops == remat::store_all_ops(1));
   CHECK(huge.min_feasible_budget == 20);
   CHECK(solve_checked(c, 20, two_slots) == outcome::schedule);
   CHECK(solve_checked(c, int64_max - 1, two_slots) == outcome::schedule);

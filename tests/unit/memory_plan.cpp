@@ -146,14 +146,14 @@ TEST_CASE("plans are sound on thousands of random schedules, solver-made and ran
     const auto store_all = remat::solve(c, remat::max_size, {.solver = remat::solver::store_all});
     const size_type top = store_all.min_feasible_budget;
     const auto least = remat::solve(c, 0, {.slots = remat::exact_units}).min_feasible_budget;
-    candidates.push_back(store_all.plan.ops);
+    candidates.push_back(store_all.schedule.ops);
     for (const double f : {0.0, 0.3, 0.7}) {
       const auto budget = least + static_cast<size_type>(f * static_cast<double>(top - least));
       const auto r = remat::solve(c, budget, {.slots = remat::exact_units});
-      if (r.feasible) candidates.push_back(r.plan.ops);
+      if (r.feasible) candidates.push_back(r.schedule.ops);
       if (c.length() <= 4 && f == 0.0 && trial % 2 == 0) {
         const auto e = remat::solve(c, budget, {.solver = remat::solver::exhaustive});
-        if (e.feasible) candidates.push_back(e.plan.ops);
+        if (e.feasible) candidates.push_back(e.schedule.ops);
       }
     }
     if (auto walk = remat::testing::random_schedule(c, rng)) candidates.push_back(*walk);
@@ -217,8 +217,8 @@ TEST_CASE("zero sizes take no room") {
   c.stages.assign(4, remat::stage{1, 1, 0, 0, 0, 0});
   const auto r = remat::solve(c, 0, {.slots = remat::exact_units});
   REQUIRE(r.feasible);
-  const memory_plan m = remat::make_memory_plan(c, r.plan, {.alignment = 256});
-  require_sound(c, r.plan.ops, m);
+  const memory_plan m = remat::make_memory_plan(c, r.schedule, {.alignment = 256});
+  require_sound(c, r.schedule.ops, m);
   CHECK(m.arena_bytes == 0);
   CHECK(m.lower_bound == 0);
   CHECK(m.ratio() == 1.0);

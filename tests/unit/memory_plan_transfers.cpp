@@ -183,7 +183,7 @@ TEST_CASE("the offload solver's schedules plan within the budget on chains with 
     remat::chain c = remat::testing::random_chain(rng, {.min_stages = 2, .max_stages = 8});
     c.transfer = {2.0, 2.0};
     const remat::solve_result all = remat::solve(c, remat::max_size, {.solver = remat::solver::store_all});
-    const size_type top = all.plan.peak_memory;
+    const size_type top = all.schedule.peak_memory;
     for (const remat::solver s : {remat::solver::offload, remat::solver::save_on_cpu,
                                   remat::solver::vdnn, remat::solver::sequential_offload}) {
       const remat::solve_result least = remat::solve(c, top, {.solver = s});
@@ -195,7 +195,7 @@ TEST_CASE("the offload solver's schedules plan within the budget on chains with 
       CAPTURE(budget);
       if (!p.feasible) continue;
       REQUIRE(p.memory.arena_bytes <= budget);
-      require_sound(c, p.solution.plan.ops, p.memory, rng);
+      require_sound(c, p.solution.schedule.ops, p.memory, rng);
       ++planned;
     }
   }

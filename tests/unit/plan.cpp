@@ -59,15 +59,15 @@ TEST_CASE("the arena never exceeds the budget, and retries happen when it would"
         CHECK(p.memory.arena_bytes <= budget);
         CHECK(p.memory.alignment == alignment);
         CHECK(p.solution.feasible);
-        CHECK(p.solution.plan.peak_memory <= p.solution.budget);
+        CHECK(p.solution.schedule.peak_memory <= p.solution.budget);
         CHECK(p.solution.budget <= budget);
-        CHECK(p.memory.lower_bound == p.solution.plan.peak_memory);
+        CHECK(p.memory.lower_bound == p.solution.schedule.peak_memory);
         const remat::memory_plan_check check = remat::check_memory_plan(p.memory);
         REQUIRE_MESSAGE(check.ok(), check.problem);
         // The memory plan is that of the schedule returned.
-        REQUIRE(p.memory.steps.size() == p.solution.plan.ops.size());
+        REQUIRE(p.memory.steps.size() == p.solution.schedule.ops.size());
         for (std::size_t i = 0; i < p.memory.steps.size(); ++i)
-          REQUIRE(p.memory.steps[i].op == p.solution.plan.ops[i]);
+          REQUIRE(p.memory.steps[i].op == p.solution.schedule.ops[i]);
         if (p.attempts > 1) {
           ++retried_and_fit;
           CHECK(p.solution.budget < budget);

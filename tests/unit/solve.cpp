@@ -33,7 +33,7 @@ chain small() {
 }
 
 bool same(const solve_result& a, const solve_result& b) {
-  return a.feasible == b.feasible && a.plan == b.plan && a.budget == b.budget &&
+  return a.feasible == b.feasible && a.schedule == b.schedule && a.budget == b.budget &&
          a.min_feasible_budget == b.min_feasible_budget && a.unit == b.unit;
 }
 
@@ -43,7 +43,7 @@ constexpr chain constexpr_chain() {
   c.stages.assign(4, {1, 1, 1, 2, 0, 0});
   return c;
 }
-static_assert(remat::solve(constexpr_chain(), 1000).plan.makespan == 8);
+static_assert(remat::solve(constexpr_chain(), 1000).schedule.makespan == 8);
 static_assert(remat::solve(constexpr_chain(), 1000, {.solver = solver::store_all}).feasible);
 static_assert(!remat::solve(constexpr_chain(), 0, {.slots = remat::exact_units}).feasible);
 // Three such stages, budget 7: on the exact sizes the DP finds time 8 (min-memory's least-peak
@@ -53,8 +53,8 @@ constexpr chain three_stages() {
   c.stages.resize(3);
   return c;
 }
-static_assert(remat::solve(three_stages(), 7, {.solver = solver::min_memory}).plan.makespan == 9);
-static_assert(remat::solve(three_stages(), 7).plan.makespan == 8);
+static_assert(remat::solve(three_stages(), 7, {.solver = solver::min_memory}).schedule.makespan == 9);
+static_assert(remat::solve(three_stages(), 7).schedule.makespan == 8);
 static_assert(!remat::solve(three_stages(), 7, {.slots = 3}).feasible);
 
 }  // namespace
@@ -127,7 +127,7 @@ TEST_CASE("dispatch by options") {
   CHECK_FALSE(remat::solve(c, 15, {.solver = solver::store_all}).feasible);
   const solve_result dp = remat::solve(c, 15, {.slots = remat::exact_units});
   REQUIRE(dp.feasible);
-  CHECK(remat::to_string(dp.plan) == "F_ck(0) F_all(1) loss B(1) F_all(0) B(0)");
+  CHECK(remat::to_string(dp.schedule) == "F_ck(0) F_all(1) loss B(1) F_all(0) B(0)");
 }
 
 TEST_CASE("an infeasible budget is a result, for every solver") {
@@ -138,7 +138,7 @@ TEST_CASE("an infeasible budget is a result, for every solver") {
       solve_result r;
       CHECK_NOTHROW(r = remat::solve(c, 3, {.solver = s, .slots = slots}));
       CHECK_FALSE(r.feasible);
-      CHECK(r.plan.ops.empty());
+      CHECK(r.schedule.ops.empty());
       CHECK(r.budget == 3);
       CHECK(r.min_feasible_budget > 3);
       const solve_result at = remat::solve(c, r.min_feasible_budget, {.solver = s, .slots = slots});
@@ -181,12 +181,12 @@ TEST_CASE("property: every solver keeps solve's contract") {
       const solve_result r = remat::solve(c, budget, {.solver = s});
       CHECK(r.budget == budget);
       if (r.feasible) {
-        const remat::replay_result sim = remat::simulate(c, r.plan);
+        const remat::replay_result sim = remat::simulate(c, r.schedule);
         REQUIRE(sim.valid());
         CHECK(sim.peak_memory <= budget);
-        CHECK(sim.peak_memory == r.plan.peak_memory);
+        CHECK(sim.peak_memory == r.schedule.peak_memory);
       } else {
-        CHECK(r.plan.ops.empty());
+        CHECK(r.schedule.ops.empty());
         CHECK((r.min_feasible_budget > budget || r.min_feasible_budget == solve_result::no_budget));
       }
       CHECK_THROWS_AS((void)remat::solve(c, -1, {.solver = s}), remat::solver_error);
@@ -223,12 +223,12 @@ TEST_CASE("threads: one thread or four, the same optimum, on networks of the zoo
           CHECK(a.unit == b.unit);
           // Every engine reads back the same schedule, and the default weighs its engines on one
           // thread's estimates: the same schedule, whatever the threads.
-          CHECK(a.plan == b.plan);
+          CHECK(a.schedule == b.schedule);
           CHECK(a.exact == b.exact);
           if (!a.feasible || !b.feasible) continue;
           ++cases;
-          CHECK(a.plan.makespan == b.plan.makespan);
-          const remat::replay_result run = remat::simulate(c, b.plan);
+          CHECK(a.schedule.makespan == b.schedule.makespan);
+          const remat::replay_result run = remat::simulate(c, b.schedule);
           REQUIRE(run.valid());
           CHECK(run.peak_memory <= budget);
         }

@@ -59,15 +59,15 @@ void check_curve(const remat::chain& c, const remat::sweep_options& o,
     REQUIRE(r.feasible);
     // The point's makespan; at the fastest schedule's peak that schedule's, replayed (the same
     // sum in another order).
-    CHECK(r.plan.makespan == doctest::Approx(t.points[k].makespan).epsilon(1e-12));
+    CHECK(r.schedule.makespan == doctest::Approx(t.points[k].makespan).epsilon(1e-12));
     CHECK(r == remat::solve(c, r.budget, so));
-    const remat::replay_result replayed = remat::simulate(c, r.plan);
+    const remat::replay_result replayed = remat::simulate(c, r.schedule);
     REQUIRE(replayed.valid());
     CHECK(replayed.peak_memory <= r.budget);
     CHECK(replayed.makespan == doctest::Approx(t.points[k].makespan).epsilon(1e-12));
     if (k > 0) {
       CHECK(r.budget > series.curve[k - 1].budget);
-      CHECK(r.plan.makespan < series.curve[k - 1].plan.makespan);
+      CHECK(r.schedule.makespan < series.curve[k - 1].schedule.makespan);
     }
   }
 }
@@ -114,14 +114,14 @@ void check_sweep(const remat::chain& c, const remat::sweep_options& o,
       const remat::solve_options so{.solver = series.solver, .slots = o.slots};
       CHECK(r == remat::solve(c, s.budgets[k], so));
       if (!r.feasible) {
-        CHECK(r.plan.ops.empty());
+        CHECK(r.schedule.ops.empty());
         continue;
       }
-      const remat::replay_result replayed = remat::simulate(c, r.plan);
+      const remat::replay_result replayed = remat::simulate(c, r.schedule);
       REQUIRE(replayed.valid());
       CHECK(replayed.peak_memory <= s.budgets[k]);
-      CHECK(replayed.peak_memory == r.plan.peak_memory);
-      CHECK(replayed.makespan == doctest::Approx(r.plan.makespan).epsilon(1e-12));
+      CHECK(replayed.peak_memory == r.schedule.peak_memory);
+      CHECK(replayed.makespan == doctest::Approx(r.schedule.makespan).epsilon(1e-12));
     }
     check_curve(c, o, series);
   }
@@ -159,11 +159,11 @@ TEST_CASE("sweep: the optimal makespan never increases with the budget (exact si
   for (std::size_t k = 1; k < r.size(); ++k) {
     CAPTURE(s.budgets[k]);
     REQUIRE(r[k].feasible);
-    CHECK(r[k].plan.makespan <= r[k - 1].plan.makespan);
+    CHECK(r[k].schedule.makespan <= r[k - 1].schedule.makespan);
   }
   // ... and it reaches the store-all makespan at the store-all peak.
-  CHECK(r.back().plan.makespan == doctest::Approx(s.store_all_makespan).epsilon(1e-12));
-  CHECK(r.front().plan.makespan > r.back().plan.makespan);
+  CHECK(r.back().schedule.makespan == doctest::Approx(s.store_all_makespan).epsilon(1e-12));
+  CHECK(r.front().schedule.makespan > r.back().schedule.makespan);
 
   std::mt19937_64 rng(7);
   for (int n = 0; n < 100; ++n) {
@@ -177,10 +177,10 @@ TEST_CASE("sweep: the optimal makespan never increases with the budget (exact si
     const std::vector<remat::solve_result>& exh = rs.series[2].results;
     for (std::size_t k = 0; k < opt.size(); ++k) {
       REQUIRE(opt[k].feasible);
-      if (k > 0) CHECK(opt[k].plan.makespan <= opt[k - 1].plan.makespan);
+      if (k > 0) CHECK(opt[k].schedule.makespan <= opt[k - 1].schedule.makespan);
       // The search over all sequences is never slower than the best persistent schedule.
       REQUIRE(exh[k].feasible);
-      CHECK(exh[k].plan.makespan <= opt[k].plan.makespan + 1e-9);
+      CHECK(exh[k].schedule.makespan <= opt[k].schedule.makespan + 1e-9);
     }
   }
 }

@@ -32,15 +32,15 @@ TEST_CASE("property: every point is solve's makespan at its budget, and holds up
           CHECK(curve.points[k - 1].budget < p.budget);
           CHECK(p.makespan < curve.points[k - 1].makespan);
           // One byte less: the previous point's makespan.
-          CHECK(remat::solve(c, p.budget - 1, {.solver = s}).plan.makespan ==
+          CHECK(remat::solve(c, p.budget - 1, {.solver = s}).schedule.makespan ==
                 curve.points[k - 1].makespan);
         }
         const remat::solve_result r = remat::solve(c, p.budget, {.solver = s});
         REQUIRE(r.feasible);
-        CHECK(r.plan.makespan == p.makespan);
+        CHECK(r.schedule.makespan == p.makespan);
       }
       // The last point is the fastest schedule's: nothing faster at any budget.
-      CHECK(remat::solve(c, remat::max_size, {.solver = s}).plan.makespan ==
+      CHECK(remat::solve(c, remat::max_size, {.solver = s}).schedule.makespan ==
             curve.points.back().makespan);
     }
   }

@@ -385,13 +385,13 @@ TEST_CASE("zoo chains solve: store-all is the sum of the times, recomputation fi
   const remat::solve_result all =
       remat::solve(n.chain, remat::max_size, {.solver = remat::solver::store_all});
   REQUIRE(all.feasible);
-  CHECK(all.plan.makespan == doctest::Approx(total));
+  CHECK(all.schedule.makespan == doctest::Approx(total));
   const size_type half = all.min_feasible_budget / 2;
   const remat::solve_result r = remat::solve(n.chain, half);
   REQUIRE(r.feasible);
-  CHECK(r.plan.peak_memory <= half);
-  CHECK(r.plan.makespan > all.plan.makespan);
-  CHECK(r.plan.makespan < 1.5 * all.plan.makespan);
+  CHECK(r.schedule.peak_memory <= half);
+  CHECK(r.schedule.makespan > all.schedule.makespan);
+  CHECK(r.schedule.makespan < 1.5 * all.schedule.makespan);
 }
 
 // The zoo's networks, where the solve at one budget weighs the search against the frontier DP on
@@ -417,11 +417,11 @@ TEST_CASE("zoo: the solve at one budget, searched or not, has the whole curve's 
       CHECK(one.feasible == w.feasible);
       CHECK(one.min_feasible_budget == w.min_feasible_budget);
       if (!one.feasible) continue;
-      CHECK(one.plan.makespan == w.plan.makespan);
-      const remat::replay_result sim = remat::simulate(c, one.plan.ops);
+      CHECK(one.schedule.makespan == w.schedule.makespan);
+      const remat::replay_result sim = remat::simulate(c, one.schedule.ops);
       CHECK(sim.valid());
       CHECK(sim.peak_memory <= budget);
-      CHECK(sim.makespan == doctest::Approx(one.plan.makespan));
+      CHECK(sim.makespan == doctest::Approx(one.schedule.makespan));
     }
   }
 }

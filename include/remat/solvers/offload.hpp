@@ -44,8 +44,8 @@ inline size_type spine_least_budget(const chain& c) {
 // `r` with its copies kept running and prefetches issued earlier, where the replay says that
 // helps (tighten_transfers.hpp); still `exact` where it was: no schedule of the class is faster.
 inline solve_result tightened(const chain& c, size_type budget, solve_result r) {
-  std::vector<op> tight = tighten_transfers(c, budget, r.plan.ops);
-  if (tight == r.plan.ops) return r;
+  std::vector<op> tight = tighten_transfers(c, budget, r.schedule.ops);
+  if (tight == r.schedule.ops) return r;
   const double makespan = replay(c, tight).makespan;
   solve_result out = finish(c, solver::offload, budget, std::move(tight), makespan);
   out.exact = r.exact;
@@ -101,7 +101,7 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
   double lower = c.loss_time;
   for (const stage& s : c.stages) lower += s.forward_time + s.backward_time;
   if ((floor != solve_result::no_budget && budget < floor) ||
-      (recompute.feasible && recompute.plan.makespan <= lower)) {
+      (recompute.feasible && recompute.schedule.makespan <= lower)) {
     recompute.min_feasible_budget = least;
     return recompute;
   }
@@ -112,7 +112,7 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
   solve_result out = recompute;
   if (!ops.empty()) {
     const replay_result r = detail::replay(c, ops);
-    if (!recompute.feasible || r.makespan < recompute.plan.makespan) {
+    if (!recompute.feasible || r.makespan < recompute.schedule.makespan) {
       out = detail::finish(c, solver::offload, budget, std::move(ops), r.makespan);
       out.unit = unit;
     }
@@ -120,8 +120,8 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
     out.exact = unit == 1;
   }
   for (solve_result& r : baselines) {
-    if (r.feasible && (!out.feasible || r.plan.makespan < out.plan.makespan)) {
-      out = detail::finish(c, solver::offload, budget, std::move(r.plan.ops), r.plan.makespan);
+    if (r.feasible && (!out.feasible || r.schedule.makespan < out.schedule.makespan)) {
+      out = detail::finish(c, solver::offload, budget, std::move(r.schedule.ops), r.schedule.makespan);
       out.exact = false;
     }
   }

@@ -163,15 +163,15 @@ class executor {
     r.feasible = solved.feasible;
     r.budget = budget;
     r.min_feasible_budget = solved.min_feasible_budget;
-    r.plan = solved.plan;
+    r.schedule = solved.schedule;
     if (!solved.feasible) return r;
-    r.expected_op_peaks = expected_op_peaks(e.profile, r.plan.ops);
+    r.expected_op_peaks = expected_op_peaks(e.profile, r.schedule.ops);
     r.expected_peak = detail::peak_of(e.profile, r.expected_op_peaks);
-    const bool moves = std::any_of(r.plan.ops.begin(), r.plan.ops.end(),
+    const bool moves = std::any_of(r.schedule.ops.begin(), r.schedule.ops.end(),
                                    [](const op& o) { return is_transfer(o.kind); });
     const detail::step_context cx{stages_, state_, step_start_, recompute_, options_};
     if (moves) {
-      const detail::transfer_plan plan = detail::make_transfer_plan(e.profile.chain, r.plan.ops);
+      const detail::transfer_plan plan = detail::make_transfer_plan(e.profile.chain, r.schedule.ops);
       detail::step_run(cx, e.profile, r, &plan).run(input, loss);
     } else {
       detail::step_run(cx, e.profile, r, nullptr).run(input, loss);

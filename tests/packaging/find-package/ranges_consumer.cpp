@@ -11,6 +11,6 @@ int main() {
   const remat::coarse_chain cc = remat::coarsen(c, 8);
   const remat::solve_result r = remat::solve(cc.chain, 600, {.slots = remat::exact_units});
   std::vector<remat::op> ops;
-  for (const remat::op o : remat::views::expand(cc, r.plan.ops)) ops.push_back(o);
+  for (const remat::op o : remat::views::expand(cc, r.schedule.ops)) ops.push_back(o);
   return r.feasible && remat::simulate(c, ops).fits(600) ? 0 : 1;
 }

@@ -74,7 +74,7 @@ TEST_CASE("checkpoint-only: the solver on the homogeneous chain matches the bino
       const auto r = remat::solve_checkpoint_only(c, budget, exact);
       REQUIRE(r.feasible == (expected >= 0));
       CHECK(r.min_feasible_budget == (length == 1 ? 4 : 5));
-      if (r.feasible) CHECK(r.plan.makespan == expected);
+      if (r.feasible) CHECK(r.schedule.makespan == expected);
     }
   }
 }
@@ -92,7 +92,7 @@ TEST_CASE("checkpoint-only: agrees with an independent transcription of the DP")
       const auto r = remat::solve_checkpoint_only(c, budget, exact);
       const double expected = reference(budget);
       REQUIRE(r.feasible == (expected < remat::testing::reference_dp::inf));
-      if (r.feasible) CHECK(r.plan.makespan == expected);
+      if (r.feasible) CHECK(r.schedule.makespan == expected);
     }
   }
 }
@@ -106,7 +106,7 @@ TEST_CASE("checkpoint-only: no tape outside the base case, every stage forwarded
     const size_type budget = least + std::uniform_int_distribution<size_type>(0, 60)(rng);
     const auto r = remat::solve_checkpoint_only(c, budget, exact);
     REQUIRE(r.feasible);
-    const auto& ops = r.plan.ops;
+    const auto& ops = r.schedule.ops;
     std::vector<int> forwards(c.length(), 0);
     for (std::size_t i = 0; i < ops.size(); ++i) {
       if (ops[i].kind == op_kind::backward) continue;
@@ -124,7 +124,7 @@ TEST_CASE("checkpoint-only: no tape outside the base case, every stage forwarded
     for (std::int32_t k = 0; k < length; ++k) CHECK(forwards[static_cast<std::size_t>(k)] >= 2);
     // Never faster than the DP with the tape branch, which contains it.
     const auto best = remat::solve_optimal(c, budget, {.slots = remat::exact_units});
-    CHECK(best.plan.makespan <= r.plan.makespan);
+    CHECK(best.schedule.makespan <= r.schedule.makespan);
   }
 }
 
@@ -155,12 +155,12 @@ TEST_CASE("checkpoint-only: with slots, rounded sizes still fit the byte budget"
     CHECK(r.unit == std::max<size_type>(1, (budget + slots - 1) / slots));
     if (r.feasible) {
       ++feasible;
-      const auto replayed = remat::simulate(c, r.plan);
+      const auto replayed = remat::simulate(c, r.schedule);
       REQUIRE(replayed.valid());
       CHECK(replayed.peak_memory <= budget);
-      CHECK(replayed.makespan == r.plan.makespan);
+      CHECK(replayed.makespan == r.schedule.makespan);
     } else {
-      CHECK(r.plan.ops.empty());
+      CHECK(r.schedule.ops.empty());
     }
     // Rounding can make feasibility non-monotone in the budget, so the reported least budget is
     // only promised to be feasible (or absent, when too few slots can never hold the chain).
@@ -178,7 +178,7 @@ TEST_CASE("checkpoint-only: from remat::solve, by name, errors, and at compile t
     const auto via_solve = remat::solve(c, budget, exact);
     const auto direct = remat::solve_checkpoint_only(c, budget, exact);
     CHECK(via_solve.feasible == direct.feasible);
-    CHECK(via_solve.plan == direct.plan);
+    CHECK(via_solve.schedule == direct.schedule);
     CHECK(via_solve.min_feasible_budget == direct.min_feasible_budget);
   }
   CHECK_THROWS_AS(remat::solve_checkpoint_only(c, -1), remat::solver_error);
@@ -198,7 +198,7 @@ TEST_CASE("checkpoint-only: from remat::solve, by name, errors, and at compile t
   CHECK_FALSE(remat::solve_checkpoint_only(c, least - 1, {.max_table_bytes = 1}).feasible);
   static_assert([] {
     const auto r = remat::solve_checkpoint_only(homogeneous(6), 6, exact);
-    return r.feasible && r.plan.makespan == 6 + 8 + 1;  // t(6, 2) = 3 * 6 - C(5, 3)
+    return r.feasible && r.schedule.makespan == 6 + 8 + 1;  // t(6, 2) = 3 * 6 - C(5, 3)
   }());
 }
 

@@ -102,7 +102,7 @@ TEST_CASE("chen-greedy: the fastest grid point that fits, and the least peak of 
       double best = std::numeric_limits<double>::infinity();
       for (const auto& p : by_b)
         if (p.peak_memory <= budget) best = std::min(best, p.makespan);
-      CHECK(r.plan.makespan == best);
+      CHECK(r.schedule.makespan == best);
     }
   }
 }
@@ -123,14 +123,14 @@ TEST_CASE("chen-greedy: from remat::solve, by name, and at compile time") {
     const auto via_solve = remat::solve(c, budget, {.solver = remat::solver::chen_greedy});
     const auto direct = remat::solve_chen_greedy(c, budget);
     CHECK(via_solve.feasible == direct.feasible);
-    CHECK(via_solve.plan == direct.plan);
+    CHECK(via_solve.schedule == direct.schedule);
     CHECK(via_solve.min_feasible_budget == direct.min_feasible_budget);
   }
   CHECK_THROWS_AS(remat::solve_chen_greedy(c, -1), remat::solver_error);
   static_assert(remat::detail::newton_sqrt(16) == 4);
   static_assert([] {
     const auto r = remat::solve_chen_greedy(homogeneous(17), 1000);
-    return r.feasible && r.plan.makespan == 17;  // store-all: 17 forwards, no backward time
+    return r.feasible && r.schedule.makespan == 17;  // store-all: 17 forwards, no backward time
   }());
 }
 

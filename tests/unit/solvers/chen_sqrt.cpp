@@ -90,8 +90,8 @@ TEST_CASE("chen-sqrt: one extra forward over every stage before the last run") {
     CHECK_FALSE(below.feasible);
     CHECK(below.min_feasible_budget == r.peak_memory);
     REQUIRE(at.feasible);
-    CHECK(at.plan.ops == ops);
-    CHECK(at.plan.makespan == expected);
+    CHECK(at.schedule.ops == ops);
+    CHECK(at.schedule.makespan == expected);
   }
 }
 
@@ -111,7 +111,7 @@ TEST_CASE("chen-sqrt: from remat::solve, by name, and at compile time") {
     const auto via_solve = remat::solve(c, budget, {.solver = remat::solver::chen_sqrt});
     const auto direct = remat::solve_chen_sqrt(c, budget);
     CHECK(via_solve.feasible == direct.feasible);
-    CHECK(via_solve.plan == direct.plan);
+    CHECK(via_solve.schedule == direct.schedule);
     CHECK(via_solve.min_feasible_budget == direct.min_feasible_budget);
   }
   CHECK_THROWS_AS(remat::solve_chen_sqrt(c, -1), remat::solver_error);
@@ -119,7 +119,7 @@ TEST_CASE("chen-sqrt: from remat::solve, by name, and at compile time") {
   static_assert([] {
     chain k{{{1, 1, 2, 3}, {1, 1, 2, 3}, {1, 1, 2, 3}, {1, 1, 2, 3}}, 2, 0, 0};
     const auto r = remat::solve_chen_sqrt(k, 1000);
-    return r.feasible && r.plan.makespan == 10;
+    return r.feasible && r.schedule.makespan == 10;
   }());
 }
 

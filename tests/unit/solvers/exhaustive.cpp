@@ -49,16 +49,16 @@ solve_result check_against_optimal(const chain& c, size_type budget) {
   CHECK(e.feasible == (budget >= e.min_feasible_budget));
   if (o.feasible) CHECK(e.feasible);
   if (!e.feasible) {
-    CHECK(e.plan.ops.empty());
+    CHECK(e.schedule.ops.empty());
     return e;
   }
-  const replay_result r = remat::simulate(c, e.plan);
+  const replay_result r = remat::simulate(c, e.schedule);
   REQUIRE(r.valid());
   CHECK(r.peak_memory <= budget);
-  CHECK(r.peak_memory == e.plan.peak_memory);
-  CHECK(close(r.makespan, e.plan.makespan));
+  CHECK(r.peak_memory == e.schedule.peak_memory);
+  CHECK(close(r.makespan, e.schedule.makespan));
   if (o.feasible)
-    CHECK((e.plan.makespan < o.plan.makespan || close(e.plan.makespan, o.plan.makespan)));
+    CHECK((e.schedule.makespan < o.schedule.makespan || close(e.schedule.makespan, o.schedule.makespan)));
   return e;
 }
 
@@ -98,7 +98,7 @@ TEST_CASE("property: random chains of at most 5 stages, several budgets") {
       // At store-all's peak nothing beats store-all's time, and the search finds it.
       const solve_result at_top = remat::solve_exhaustive(c, top);
       REQUIRE(at_top.feasible);
-      CHECK(close(at_top.plan.makespan, remat::simulate(c, remat::store_all_ops(stages)).makespan));
+      CHECK(close(at_top.schedule.makespan, remat::simulate(c, remat::store_all_ops(stages)).makespan));
     }
   }
 }
@@ -119,7 +119,7 @@ TEST_CASE("the search fits below the least persistent budget") {
   const solve_result e = remat::solve_exhaustive(c, 13);
   CHECK(e.min_feasible_budget == 13);
   REQUIRE(e.feasible);
-  CHECK(remat::simulate(c, e.plan).fits(13));
+  CHECK(remat::simulate(c, e.schedule).fits(13));
   CHECK_FALSE(remat::solve_exhaustive(c, 12).feasible);
 
   using remat::f_all;
@@ -132,7 +132,7 @@ TEST_CASE("the search fits below the least persistent budget") {
   CHECK(r.makespan == 6);
   // Store-all's 4 plus two reruns, both needed at 13: F_all(0) must come after F_all(1), so
   // stage 0 runs twice; and a1 must be dropped before it without B(1), which only F_none(1) does.
-  CHECK(e.plan.makespan == 6);
+  CHECK(e.schedule.makespan == 6);
 }
 
 // A non-persistent schedule faster than the best persistent one. Three stages (input 0):
@@ -148,13 +148,13 @@ TEST_CASE("the search beats the best persistent schedule") {
   c.loss_overhead = 3;
   const solve_result o = remat::solve_optimal(c, 11, exact);
   REQUIRE(o.feasible);
-  CHECK(o.plan.makespan == 11.5);
+  CHECK(o.schedule.makespan == 11.5);
   CHECK(remat::testing::reference_dp(c)(11) == 11.5);
 
   const solve_result e = remat::solve_exhaustive(c, 11);
   REQUIRE(e.feasible);
-  CHECK(e.plan.makespan == 9.5);
-  CHECK(remat::simulate(c, e.plan).fits(11));
+  CHECK(e.schedule.makespan == 9.5);
+  CHECK(remat::simulate(c, e.schedule).fits(11));
 
   using remat::backward;
   using remat::f_all;
@@ -192,8 +192,8 @@ TEST_CASE("sizes all zero: nothing to save, store-all's time in budget 0") {
   const solve_result e = remat::solve_exhaustive(c, 0);
   REQUIRE(e.feasible);
   CHECK(e.min_feasible_budget == 0);
-  CHECK(e.plan.makespan == 1 + 2 + 0.5 + 1 + 0.25);
-  CHECK(remat::simulate(c, e.plan).fits(0));
+  CHECK(e.schedule.makespan == 1 + 2 + 0.5 + 1 + 0.25);
+  CHECK(remat::simulate(c, e.schedule).fits(0));
 }
 
 }  // namespace unit_solvers_exhaustive_test

@@ -40,7 +40,7 @@ TEST_CASE("min-memory: its peak is the least persistent budget, found without bi
     CAPTURE(t);
     const auto r = remat::solve_min_memory(c, remat::max_size);
     REQUIRE(r.feasible);
-    CHECK(r.plan.peak_memory == r.min_feasible_budget);
+    CHECK(r.schedule.peak_memory == r.min_feasible_budget);
     CHECK(r.min_feasible_budget == bisect_optimal(c));
     CHECK(r.min_feasible_budget ==
           remat::detail::persistent_min_budget(remat::detail::make_model(c, 1)));
@@ -58,11 +58,11 @@ TEST_CASE("min-memory: the exact frontier's first point and the least-peak DP ag
     REQUIRE(r.feasible);
     REQUIRE(reference.feasible);
     CHECK(r.min_feasible_budget == reference.min_feasible_budget);
-    CHECK(reference.plan.peak_memory == reference.min_feasible_budget);
-    CHECK(r.plan.makespan <= reference.plan.makespan);
+    CHECK(reference.schedule.peak_memory == reference.min_feasible_budget);
+    CHECK(r.schedule.makespan <= reference.schedule.makespan);
     const auto fastest = remat::solve_optimal(c, r.min_feasible_budget, exact);
-    CHECK(r.plan.makespan == fastest.plan.makespan);
-    CHECK(r.plan.ops == fastest.plan.ops);
+    CHECK(r.schedule.makespan == fastest.schedule.makespan);
+    CHECK(r.schedule.ops == fastest.schedule.ops);
   }
 }
 
@@ -108,11 +108,11 @@ TEST_CASE("min-memory: the same schedule at every budget that fits") {
     const chain c = remat::testing::random_chain(rng, {1, 12, 10, true});
     const auto least = remat::solve_min_memory(c, remat::max_size);
     for (size_type extra = 0; extra <= 20; ++extra)
-      CHECK(remat::solve_min_memory(c, least.min_feasible_budget + extra).plan == least.plan);
+      CHECK(remat::solve_min_memory(c, least.min_feasible_budget + extra).schedule == least.schedule);
     if (least.min_feasible_budget > 0) {
       const auto below = remat::solve_min_memory(c, least.min_feasible_budget - 1);
       CHECK_FALSE(below.feasible);
-      CHECK(below.plan.ops.empty());
+      CHECK(below.schedule.ops.empty());
     }
   }
 }
@@ -131,7 +131,7 @@ TEST_CASE("min-memory: ties in peak go to the faster schedule") {
     }
     const auto r = remat::solve_min_memory(c, 0);
     REQUIRE(r.feasible);
-    CHECK(r.plan.makespan == store_all);
+    CHECK(r.schedule.makespan == store_all);
   }
 }
 
@@ -151,7 +151,7 @@ TEST_CASE("min-memory: from remat::solve, by name, and at compile time") {
     const auto via_solve = remat::solve(c, budget, {.solver = remat::solver::min_memory});
     const auto direct = remat::solve_min_memory(c, budget);
     CHECK(via_solve.feasible == direct.feasible);
-    CHECK(via_solve.plan == direct.plan);
+    CHECK(via_solve.schedule == direct.schedule);
     CHECK(via_solve.min_feasible_budget == direct.min_feasible_budget);
     CHECK(via_solve.unit == 1);
   }

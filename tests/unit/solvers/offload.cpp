@@ -40,11 +40,11 @@ TEST_CASE("chain A: below the recompute-only least budget, at store-all's time")
   const remat::chain c = chain_a();
   const auto r = offload(c, 23);
   REQUIRE(r.feasible);
-  CHECK(r.plan.makespan == 21);
-  CHECK(r.plan.peak_memory <= 23);
+  CHECK(r.schedule.makespan == 21);
+  CHECK(r.schedule.peak_memory <= 23);
   CHECK(remat::solve(c, 23).feasible == false);  // recompute-only needs 27
-  CHECK(offload(c, 27).plan.makespan == 21);     // where recompute-only takes 29
-  CHECK(remat::solve(c, 27).plan.makespan == 29);
+  CHECK(offload(c, 27).schedule.makespan == 21);     // where recompute-only takes 29
+  CHECK(remat::solve(c, 27).schedule.makespan == 29);
   CHECK(r.min_feasible_budget <= 23);
   const auto none = offload(c, r.min_feasible_budget - 1);
   CHECK_FALSE(none.feasible);
@@ -87,12 +87,12 @@ TEST_CASE("a two-stage chain where the exhaustive search beats the offload solve
   CHECK(e.makespan == doctest::Approx(36.419).epsilon(1e-12));
   const remat::solve_result search = remat::solve(c, 27, {.solver = solver::exhaustive});
   REQUIRE(search.feasible);
-  CHECK(search.plan.makespan == doctest::Approx(e.makespan).epsilon(1e-12));
+  CHECK(search.schedule.makespan == doctest::Approx(e.makespan).epsilon(1e-12));
   for (const size_type slots : {remat::exact_units, remat::auto_slots}) {
     const remat::solve_result r = offload(c, 27, slots);
     REQUIRE(r.feasible);
-    CHECK(r.plan.makespan == doctest::Approx(38.847).epsilon(1e-12));
-    CHECK(r.plan.makespan > search.plan.makespan);
+    CHECK(r.schedule.makespan == doctest::Approx(38.847).epsilon(1e-12));
+    CHECK(r.schedule.makespan > search.schedule.makespan);
   }
 }
 
@@ -110,18 +110,18 @@ TEST_CASE("random chains: valid, within budget, never slower than recompute-only
     c.transfer = {random_bandwidth(rng), random_bandwidth(rng)};
     const size_type top =
         remat::solve(c, std::numeric_limits<size_type>::max() / 4, {.solver = solver::store_all})
-            .plan.peak_memory;
+            .schedule.peak_memory;
     const auto least = offload(c, top).min_feasible_budget;
     for (const size_type budget : {least, (least + top) / 2, top}) {
       const auto r = offload(c, budget);
       const auto opt = remat::solve(c, budget, {.slots = remat::exact_units});
       REQUIRE(r.feasible);
-      const auto replayed = remat::simulate(c, r.plan);
+      const auto replayed = remat::simulate(c, r.schedule);
       REQUIRE(replayed.valid());
       CHECK(replayed.peak_memory <= budget);
-      CHECK(replayed.makespan == r.plan.makespan);
-      if (opt.feasible) CHECK(r.plan.makespan <= opt.plan.makespan);
-      if (!opt.feasible || r.plan.makespan < opt.plan.makespan) ++helped;
+      CHECK(replayed.makespan == r.schedule.makespan);
+      if (opt.feasible) CHECK(r.schedule.makespan <= opt.schedule.makespan);
+      if (!opt.feasible || r.schedule.makespan < opt.schedule.makespan) ++helped;
       CHECK(r.min_feasible_budget <= opt.min_feasible_budget);
       CHECK_FALSE(offload(c, least - 1).feasible);
       ++instances;
@@ -158,11 +158,11 @@ std::optional<double> judge(const remat::chain& c, size_type budget, const remat
   const remat::replay_result e = remat::simulate(c, std::span<const remat::op>(best));
   REQUIRE(e.valid());
   CHECK(e.peak_memory <= budget);
-  CHECK(e.makespan <= r.plan.makespan * (1 + 1e-12));
+  CHECK(e.makespan <= r.schedule.makespan * (1 + 1e-12));
   ++g.judged;
-  if (e.makespan < r.plan.makespan * (1 - 1e-12)) {
+  if (e.makespan < r.schedule.makespan * (1 - 1e-12)) {
     ++g.gaps;
-    g.worst_gap = std::max(g.worst_gap, r.plan.makespan / e.makespan - 1);
+    g.worst_gap = std::max(g.worst_gap, r.schedule.makespan / e.makespan - 1);
   }
   return e.makespan;
 }
@@ -187,7 +187,7 @@ gap_counts gap_to_exhaustive(std::uint64_t seed, int chains, int stages, int low
                   std::ldexp(1.0, std::uniform_int_distribution<int>(lowest, 2)(rng))};
     const size_type top =
         remat::solve(c, std::numeric_limits<size_type>::max() / 4, {.solver = solver::store_all})
-            .plan.peak_memory;
+            .schedule.peak_memory;
     const auto least = offload(c, top).min_feasible_budget;
     for (int k = 0; k < budgets; ++k) {
       const size_type budget = least + (top - least) * k / budgets;
@@ -199,9 +199,9 @@ gap_counts gap_to_exhaustive(std::uint64_t seed, int chains, int stages, int low
       const std::vector<remat::op> dp = remat::detail::spine_ops(c, budget, 1, {});
       REQUIRE_FALSE(dp.empty());
       const double dp_time = remat::simulate(c, std::span<const remat::op>(dp)).makespan;
-      CHECK(r.plan.makespan <= dp_time);
+      CHECK(r.schedule.makespan <= dp_time);
       g.dp_gaps += *e < dp_time;
-      g.tightened += r.plan.makespan < dp_time;
+      g.tightened += r.schedule.makespan < dp_time;
     }
   }
   std::printf("offload vs exhaustive, %d stages: %d instances judged (%d given up); the "
@@ -314,7 +314,7 @@ TEST_CASE("without bandwidths the result is optimal's, bit for bit") {
     if (n % 2 == 1) c.transfer = {0, random_bandwidth(rng)};  // one direction is none
     const size_type top =
         remat::solve(c, std::numeric_limits<size_type>::max() / 4, {.solver = solver::store_all})
-            .plan.peak_memory;
+            .schedule.peak_memory;
     for (const size_type budget : {top / 3, top / 2, top}) {
       for (const size_type slots : {remat::auto_slots, size_type{7}}) {
         const auto r = remat::solve(c, budget, {.solver = solver::offload, .slots = slots});
@@ -332,7 +332,7 @@ TEST_CASE("with slots the schedule fits the budget in bytes") {
     c.transfer = {random_bandwidth(rng) * 100, random_bandwidth(rng) * 100};
     const size_type top =
         remat::solve(c, std::numeric_limits<size_type>::max() / 4, {.solver = solver::store_all})
-            .plan.peak_memory;
+            .schedule.peak_memory;
     for (const size_type budget : {top / 4, top / 2, top * 3 / 4}) {
       const auto r = remat::solve(c, budget, {.solver = solver::offload, .slots = 20});
       const auto opt = remat::solve(c, budget, {.solver = solver::optimal, .slots = 20});
@@ -340,10 +340,10 @@ TEST_CASE("with slots the schedule fits the budget in bytes") {
         CHECK_FALSE(opt.feasible);
         continue;
       }
-      const auto replayed = remat::simulate(c, r.plan);
+      const auto replayed = remat::simulate(c, r.schedule);
       REQUIRE(replayed.valid());
       CHECK(replayed.peak_memory <= budget);
-      if (opt.feasible) CHECK(r.plan.makespan <= opt.plan.makespan);
+      if (opt.feasible) CHECK(r.schedule.makespan <= opt.schedule.makespan);
     }
   }
 }
@@ -357,7 +357,7 @@ TEST_CASE("the offloading baselines replay valid within their budgets, and need 
     c.transfer = {random_bandwidth(rng), random_bandwidth(rng)};
     const size_type top =
         remat::solve(c, std::numeric_limits<size_type>::max() / 4, {.solver = solver::store_all})
-            .plan.peak_memory;
+            .schedule.peak_memory;
     for (const solver s : baselines) {
       CAPTURE(remat::name(s));
       const auto least = remat::solve(c, 0, {.solver = s}).min_feasible_budget;
@@ -365,10 +365,10 @@ TEST_CASE("the offloading baselines replay valid within their budgets, and need 
       for (const size_type budget : {least, std::max(least, top)}) {
         const auto r = remat::solve(c, budget, {.solver = s});
         REQUIRE(r.feasible);
-        const auto replayed = remat::simulate(c, r.plan);
+        const auto replayed = remat::simulate(c, r.schedule);
         REQUIRE(replayed.valid());
         CHECK(replayed.peak_memory <= budget);
-        CHECK(replayed.makespan == r.plan.makespan);
+        CHECK(replayed.makespan == r.schedule.makespan);
         ++fits;
       }
       CHECK_FALSE(remat::solve(c, least - 1, {.solver = s}).feasible);
@@ -377,7 +377,7 @@ TEST_CASE("the offloading baselines replay valid within their budgets, and need 
   CHECK(fits == 300 * 3 * 2);
   // save-on-cpu on chain A: the tape t_1 goes out during F_all(1) and comes back during B(1).
   const auto r = remat::solve(chain_a(), 100, {.solver = solver::save_on_cpu});
-  CHECK(remat::to_string(r.plan) == "F_all(0) F_all(1) O(1,t) loss P(1,t) B(1) B(0)");
+  CHECK(remat::to_string(r.schedule) == "F_all(0) F_all(1) O(1,t) loss P(1,t) B(1) B(0)");
   remat::chain none = chain_a();
   none.transfer = {};
   for (const solver s : baselines)

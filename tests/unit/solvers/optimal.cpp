@@ -84,10 +84,10 @@ constexpr chain tall_tape() {
   return c;
 }
 
-static_assert(remat::solve_optimal(tall_tape(), 100, exact).plan.makespan == 18);
-static_assert(remat::solve_optimal(tall_tape(), 17, exact).plan.makespan == 18);
-static_assert(remat::solve_optimal(tall_tape(), 16, exact).plan.makespan == 19);
-static_assert(remat::solve_optimal(tall_tape(), 14, exact).plan.makespan == 25);
+static_assert(remat::solve_optimal(tall_tape(), 100, exact).schedule.makespan == 18);
+static_assert(remat::solve_optimal(tall_tape(), 17, exact).schedule.makespan == 18);
+static_assert(remat::solve_optimal(tall_tape(), 16, exact).schedule.makespan == 19);
+static_assert(remat::solve_optimal(tall_tape(), 14, exact).schedule.makespan == 25);
 static_assert(!remat::solve_optimal(tall_tape(), 13, exact).feasible);
 static_assert(remat::solve_optimal(tall_tape(), 13, exact).min_feasible_budget == 14);
 // At one budget the least budget comes from the capped DP, or from the least-memory DP where
@@ -96,7 +96,7 @@ static_assert(remat::solve_optimal(tall_tape(), 100, exact).min_feasible_budget 
 static_assert(remat::solve_optimal(tall_tape(), 16, exact).min_feasible_budget == 14);
 static_assert(remat::solve_optimal(tall_tape(), 0, exact).min_feasible_budget == 14);
 // With the default 500 slots these budgets are cut in units of 1: the same answers.
-static_assert(remat::solve_optimal(tall_tape(), 16).plan.makespan == 19);
+static_assert(remat::solve_optimal(tall_tape(), 16).schedule.makespan == 19);
 
 }  // namespace
 
@@ -106,19 +106,19 @@ TEST_CASE("the hand-verified chain, at run time, against the exhaustive search")
     CAPTURE(budget);
     const solve_result r = remat::solve_optimal(c, budget, exact);
     REQUIRE(r.feasible);
-    const replay_result sim = remat::simulate(c, r.plan);
+    const replay_result sim = remat::simulate(c, r.schedule);
     CHECK(sim.fits(budget));
-    CHECK(sim.makespan == r.plan.makespan);
-    CHECK(r.plan.makespan == remat::solve_exhaustive(c, budget).plan.makespan);
+    CHECK(sim.makespan == r.schedule.makespan);
+    CHECK(r.schedule.makespan == remat::solve_exhaustive(c, budget).schedule.makespan);
   }
   using remat::backward;
   using remat::f_all;
   using remat::f_ck;
-  CHECK(remat::solve_optimal(c, 16, exact).plan.ops ==
+  CHECK(remat::solve_optimal(c, 16, exact).schedule.ops ==
         std::vector<remat::op>{f_all(0), f_all(1), f_ck(2), f_all(3), f_all(4), remat::loss_op(5),
                                backward(4), backward(3), f_all(2), backward(2), backward(1),
                                backward(0)});
-  CHECK(remat::solve_optimal(c, 16, exact).plan.peak_memory == 15);
+  CHECK(remat::solve_optimal(c, 16, exact).schedule.peak_memory == 15);
 }
 
 // (b) On exact units, for every budget from one below the least feasible one to store-all's
@@ -171,7 +171,7 @@ TEST_CASE("property: exact units, every budget from the least feasible to store-
     if (least > 0) {
       const solve_result below = remat::solve_optimal(c, least - 1, exact);
       CHECK_FALSE(below.feasible);
-      CHECK(below.plan.ops.empty());
+      CHECK(below.schedule.ops.empty());
       CHECK(below.min_feasible_budget == least);
       CHECK(below.budget == least - 1);
     }
@@ -183,13 +183,13 @@ TEST_CASE("property: exact units, every budget from the least feasible to store-
       CHECK(r.budget == b);
       CHECK(r.unit == 1);
       CHECK(r.min_feasible_budget == least);
-      CHECK(r.plan.makespan == value(std::min(b, top)));
-      const replay_result sim = remat::simulate(c, r.plan);
+      CHECK(r.schedule.makespan == value(std::min(b, top)));
+      const replay_result sim = remat::simulate(c, r.schedule);
       REQUIRE(sim.valid());
-      CHECK(sim.peak_memory == r.plan.peak_memory);
+      CHECK(sim.peak_memory == r.schedule.peak_memory);
       CHECK(sim.peak_memory <= b);
-      CHECK(close(sim.makespan, r.plan.makespan));
-      if (b >= top) CHECK(close(r.plan.makespan, all.makespan));
+      CHECK(close(sim.makespan, r.schedule.makespan));
+      if (b >= top) CHECK(close(r.schedule.makespan, all.makespan));
     }
   }
   CHECK(chains == 2000);
@@ -244,16 +244,16 @@ TEST_CASE("property: slots, larger sizes") {
       CHECK(at_least.feasible);
       CHECK(at_least.min_feasible_budget == r.min_feasible_budget);
       if (!r.feasible) {
-        CHECK(r.plan.ops.empty());
+        CHECK(r.schedule.ops.empty());
         continue;
       }
       ++feasible;
       CHECK(r.min_feasible_budget <= b);
-      const replay_result sim = remat::simulate(c, r.plan);
+      const replay_result sim = remat::simulate(c, r.schedule);
       REQUIRE(sim.valid());
       CHECK(sim.peak_memory <= b);
-      CHECK(sim.peak_memory == r.plan.peak_memory);
-      CHECK(close(sim.makespan, r.plan.makespan));
+      CHECK(sim.peak_memory == r.schedule.peak_memory);
+      CHECK(close(sim.makespan, r.schedule.makespan));
     }
   }
   CHECK(feasible > 2000);
@@ -304,7 +304,7 @@ TEST_CASE("property: slots are never faster than exact units") {
       if (!r.feasible) continue;
       const double best = t.value[t.at(0, md.L, b - c.input_size)];
       REQUIRE(best < infinite);
-      CHECK((r.plan.makespan > best || close(r.plan.makespan, best)));
+      CHECK((r.schedule.makespan > best || close(r.schedule.makespan, best)));
     }
   }
 }
@@ -327,21 +327,21 @@ TEST_CASE("property: exact, never slower than checkpoint-all or checkpoint_seque
     const replay_result all = remat::simulate(c, remat::detail::checkpoint_all_ops(length));
     CHECK(r.min_feasible_budget <= seq.min_feasible_budget);
     CHECK(r.min_feasible_budget <= all.peak_memory);
-    for (const double simple : {seq.feasible ? seq.plan.makespan : infinite,
+    for (const double simple : {seq.feasible ? seq.schedule.makespan : infinite,
                                 all.peak_memory <= b ? all.makespan : infinite}) {
       if (simple == infinite) continue;
       REQUIRE(r.feasible);
-      CHECK(r.plan.makespan <= simple);
+      CHECK(r.schedule.makespan <= simple);
     }
     if (!r.feasible) continue;
-    const replay_result replayed = remat::simulate(c, r.plan.ops);
+    const replay_result replayed = remat::simulate(c, r.schedule.ops);
     CHECK(replayed.valid());
     CHECK(replayed.peak_memory <= b);
-    CHECK(close(replayed.makespan, r.plan.makespan));
+    CHECK(close(replayed.makespan, r.schedule.makespan));
     const size_type slots = std::uniform_int_distribution<size_type>(5, 60)(rng);
     const solve_result rounded = remat::solve_optimal(c, b, {.slots = slots});
-    if (!rounded.feasible || r.plan.makespan < rounded.plan.makespan) ++rounded_slower;
-    if (rounded.feasible) CHECK(r.plan.makespan <= rounded.plan.makespan);
+    if (!rounded.feasible || r.schedule.makespan < rounded.schedule.makespan) ++rounded_slower;
+    if (rounded.feasible) CHECK(r.schedule.makespan <= rounded.schedule.makespan);
   }
   CHECK(rounded_slower > 0);
 }
@@ -358,12 +358,12 @@ TEST_CASE("property: exact, feasible from the least persistent peak on (min-memo
     CHECK(r.min_feasible_budget == b);
     REQUIRE(r.feasible);
     CHECK_FALSE(remat::solve_optimal(c, b - 1).feasible);
-    const replay_result replayed = remat::simulate(c, r.plan.ops);
+    const replay_result replayed = remat::simulate(c, r.schedule.ops);
     CHECK(replayed.valid());
     CHECK(replayed.peak_memory <= b);
-    CHECK(close(replayed.makespan, r.plan.makespan));
+    CHECK(close(replayed.makespan, r.schedule.makespan));
     // The fastest schedule at that peak: never slower than min-memory's tie-break.
-    CHECK(r.plan.makespan <= least.plan.makespan);
+    CHECK(r.schedule.makespan <= least.schedule.makespan);
   }
 }
 
@@ -381,7 +381,7 @@ TEST_CASE("slots: too few to hold what every schedule needs at once") {
   for (size_type b : {size_type{4}, size_type{1000}, size_type{1} << 40}) {
     const solve_result r = remat::solve_optimal(c, b, {.slots = 1});
     REQUIRE(r.feasible);
-    CHECK(r.plan.ops == remat::store_all_ops(1));
+    CHECK(r.schedule.ops == remat::store_all_ops(1));
     CHECK(r.min_feasible_budget == 4);
   }
   // A chain whose store-all does not fit either: no budget at all with one slot.
@@ -409,14 +409,14 @@ TEST_CASE("slots: the unit and the budget in units follow docs/model.md") {
   const solve_result r = remat::solve_optimal(c, 1000, {.slots = 7});
   CHECK(r.unit == 143);
   REQUIRE(r.feasible);
-  CHECK(r.plan.makespan == 4);  // store-all: 5 units of 143 fit in 6
+  CHECK(r.schedule.makespan == 4);  // store-all: 5 units of 143 fit in 6
   const solve_result tight = remat::solve_optimal(c, 499, {.slots = 7});
   CHECK(tight.unit == 72);      // 499 / 72 = 6 units, each tensor 2 units: 3 tensors only
   CHECK_FALSE(tight.feasible);  // and store-all needs 500
   // At 500 bytes store-all's own peak fits: it is returned though its rounded sizes do not fit.
   const solve_result at_peak = remat::solve_optimal(c, 500, {.slots = 7});
   REQUIRE(at_peak.feasible);
-  CHECK(at_peak.plan.ops == remat::store_all_ops(2));
+  CHECK(at_peak.schedule.ops == remat::store_all_ops(2));
 }
 
 // (d) docs/model.md's oracle for the DP without the tape branch: on the homogeneous chain (fw = 1,
@@ -452,15 +452,15 @@ TEST_CASE("the exact tape-branch check beats Rotor's where x[l+1] < x[i+1]") {
   c.stages = {{1, 1, 1, 3, 0, 0}, {1, 1, 2, 2, 4, 0}};
   const solve_result r = remat::solve_optimal(c, 10, exact);
   REQUIRE(r.feasible);
-  CHECK(r.plan.ops == remat::store_all_ops(2));
-  CHECK(r.plan.makespan == 4);
-  const replay_result sim = remat::simulate(c, r.plan);
+  CHECK(r.schedule.ops == remat::store_all_ops(2));
+  CHECK(r.schedule.makespan == 4);
+  const replay_result sim = remat::simulate(c, r.schedule);
   CHECK(sim.fits(10));
   CHECK(sim.op_peak[1] == 10);  // F_all(1)
 
   // The exhaustive search confirms that 4 is the optimum at 10, and that nothing fits below 8
   // (F_all(1) holds a0, its input, t2 and its overhead 4).
-  CHECK(remat::solve_exhaustive(c, 10).plan.makespan == 4);
+  CHECK(remat::solve_exhaustive(c, 10).schedule.makespan == 4);
   CHECK(remat::solve_exhaustive(c, 0).min_feasible_budget == 8);
 
   // The DP with Rotor's check (the same transcription, one condition changed) is slower at 10,
@@ -532,9 +532,9 @@ TEST_CASE("sizes all zero: everything fits in 0 and nothing is recomputed") {
       const solve_result r = remat::solve_optimal(c, 0, o);
       REQUIRE(r.feasible);
       CHECK(r.min_feasible_budget == 0);
-      CHECK(r.plan.peak_memory == 0);
-      CHECK(r.plan.makespan == store_all_replay(c).makespan);
-      CHECK(remat::simulate(c, r.plan).fits(0));
+      CHECK(r.schedule.peak_memory == 0);
+      CHECK(r.schedule.makespan == store_all_replay(c).makespan);
+      CHECK(remat::simulate(c, r.schedule).fits(0));
     }
   }
 }
@@ -552,8 +552,8 @@ TEST_CASE("recording overheads: F_all peaks at fa, F_ck and F_none at ft") {
     const solve_result r = remat::solve_optimal(c, 5, o);
     REQUIRE(r.feasible);
     CHECK(r.min_feasible_budget == 5);
-    CHECK(r.plan.peak_memory == 5);
-    CHECK(remat::simulate(c, r.plan).fits(5));
+    CHECK(r.schedule.peak_memory == 5);
+    CHECK(remat::simulate(c, r.schedule).fits(5));
     c.stages[0].recording_overhead.reset();
   }
   // A recording overhead above ft: store-all at 3 + 20, and a checkpointing schedule cannot help
@@ -570,11 +570,11 @@ TEST_CASE("one-stage chains") {
   c.stages = {{1, 1, 2, 3, 0, 0}};
   c.loss_time = 0.5;
   c.loss_overhead = 4;
-  CHECK(remat::solve_optimal(c, 10, exact).plan.makespan == 2.5);
+  CHECK(remat::solve_optimal(c, 10, exact).schedule.makespan == 2.5);
   const solve_result r = remat::solve_optimal(c, 9, exact);
   REQUIRE(r.feasible);
-  CHECK(r.plan.makespan == 3.5);
-  CHECK(remat::to_string(r.plan) == "F_ck(0) loss F_all(0) B(0)");
+  CHECK(r.schedule.makespan == 3.5);
+  CHECK(remat::to_string(r.schedule) == "F_ck(0) loss F_all(0) B(0)");
   CHECK(r.min_feasible_budget == 9);
   CHECK_FALSE(remat::solve_optimal(c, 8, exact).feasible);
 
@@ -589,7 +589,7 @@ TEST_CASE("one-stage chains") {
       const solve_result o = remat::solve_optimal(k, b, exact);
       const solve_result e = remat::solve_exhaustive(k, b);
       REQUIRE(o.feasible == e.feasible);
-      if (o.feasible) CHECK(o.plan.makespan == e.plan.makespan);
+      if (o.feasible) CHECK(o.schedule.makespan == e.schedule.makespan);
       CHECK(o.min_feasible_budget == e.min_feasible_budget);
     }
   }
@@ -604,7 +604,7 @@ TEST_CASE("budget 0 and negative budgets") {
     const solve_result r = remat::solve_optimal(c, 0, o);
     CHECK_FALSE(r.feasible);
     CHECK(r.budget == 0);
-    CHECK(r.plan.ops.empty());
+    CHECK(r.schedule.ops.empty());
     CHECK(r.min_feasible_budget == 6);
     CHECK(remat::solve_optimal(c, 6, o).feasible);
     CHECK_THROWS_AS((void)remat::solve_optimal(c, -1, o), remat::solver_error);
@@ -627,8 +627,8 @@ TEST_CASE("times so large that a makespan could overflow a double") {
   c.stages = {{5e307, 5e307, 2, 3, 0, 0}};  // 1.5e308: accepted, and solved exactly
   const solve_result r = remat::solve_optimal(c, 10, exact);
   REQUIRE(r.feasible);
-  CHECK(r.plan.makespan == 5e307 + 5e307);
-  CHECK(remat::solve_optimal(c, 9, exact).plan.makespan == 5e307 + 5e307 + 5e307);
+  CHECK(r.schedule.makespan == 5e307 + 5e307);
+  CHECK(remat::solve_optimal(c, 9, exact).schedule.makespan == 5e307 + 5e307 + 5e307);
 }
 
 namespace {
@@ -704,26 +704,26 @@ TEST_CASE("property: the solve at one budget equals the whole curve's, bit for b
     if (by_default.exact && by_default.unit == 1) {
       CHECK(by_default == whole);
     } else if (by_default.exact) {  // the 500-slot schedule, proven optimal by its bound
-      CHECK(by_default.plan.makespan == whole.plan.makespan);
+      CHECK(by_default.schedule.makespan == whole.schedule.makespan);
     } else if (by_default.feasible) {
       ++bounded;
       const solve_result slots = remat::solve(t.c, t.budget, {.solver = t.which, .slots = 500});
-      CHECK(by_default.plan.ops == slots.plan.ops);
-      CHECK(by_default.plan.makespan >= whole.plan.makespan);
-      CHECK(by_default.plan.makespan <=
-            (1 + by_default.makespan_loss) * whole.plan.makespan * (1 + 1e-12));
+      CHECK(by_default.schedule.ops == slots.schedule.ops);
+      CHECK(by_default.schedule.makespan >= whole.schedule.makespan);
+      CHECK(by_default.schedule.makespan <=
+            (1 + by_default.makespan_loss) * whole.schedule.makespan * (1 + 1e-12));
     }
     if (by_default.feasible) {
-      const replay_result sim = remat::simulate(t.c, by_default.plan.ops);
+      const replay_result sim = remat::simulate(t.c, by_default.schedule.ops);
       CHECK(sim.valid());
-      CHECK(close(sim.makespan, by_default.plan.makespan));
+      CHECK(close(sim.makespan, by_default.schedule.makespan));
       CHECK(sim.peak_memory <= t.budget);
     }
     CHECK(one.feasible == whole.feasible);
     CHECK(one.min_feasible_budget == whole.min_feasible_budget);
     CHECK(one.exact == whole.exact);
-    CHECK(one.plan.ops == whole.plan.ops);
-    if (one.feasible) CHECK(one.plan.makespan == whole.plan.makespan);
+    CHECK(one.schedule.ops == whole.schedule.ops);
+    if (one.feasible) CHECK(one.schedule.makespan == whole.schedule.makespan);
     CHECK(one == whole);
     if (!whole.feasible)
       ++infeasible;
@@ -754,7 +754,7 @@ TEST_CASE("property: one budget by branch and bound: the whole curve's value, th
     const remat::detail::search_result r = remat::detail::search_dp(md, b, m, 64, t.branches);
     REQUIRE(r.complete);
     ++searched;
-    CHECK(r.value == whole.plan.makespan);
+    CHECK(r.value == whole.schedule.makespan);
     const remat::detail::reference_table ref = remat::detail::reference_dp(md, m, t.branches);
     CHECK(r.ops == remat::detail::reference_ops(md, ref, 0, md.L, m));
   });
@@ -770,7 +770,7 @@ TEST_CASE("one budget: store-all fits, or nothing does; the least budget either 
     CHECK(r.min_feasible_budget == 14);
     CHECK(r.exact);  // the least budget is exact, whether the budget reaches it or not
     CHECK(r == whole_curve_solve(c, b, remat::solver::optimal));
-    if (b >= 17) CHECK(r.plan.ops == remat::store_all_ops(length(c)));
+    if (b >= 17) CHECK(r.schedule.ops == remat::store_all_ops(length(c)));
   }
 }
 
@@ -810,25 +810,25 @@ TEST_CASE("property: the default solve bounded: the 500-slot schedule, and its b
       if (!r.feasible) continue;
       CHECK(r.unit == slots.unit);
       if (slots.feasible) {
-        CHECK(r.plan.ops == slots.plan.ops);
-        CHECK(r.plan.makespan == slots.plan.makespan);
+        CHECK(r.schedule.ops == slots.schedule.ops);
+        CHECK(r.schedule.makespan == slots.schedule.makespan);
       } else {
         ++least_peak;
-        const replay_result sim = remat::simulate(c, r.plan.ops);
+        const replay_result sim = remat::simulate(c, r.schedule.ops);
         CHECK(sim.valid());
         CHECK(sim.peak_memory <= b);
       }
-      CHECK(r.plan.makespan >= optimum);
+      CHECK(r.schedule.makespan >= optimum);
       if (r.exact) {
         ++proven;
-        CHECK(r.plan.makespan == optimum);
+        CHECK(r.schedule.makespan == optimum);
         continue;
       }
       ++bounded;
-      CHECK(r.plan.makespan <= (1 + r.makespan_loss) * optimum * (1 + 1e-12));
+      CHECK(r.schedule.makespan <= (1 + r.makespan_loss) * optimum * (1 + 1e-12));
       // At least as fast as the exact optimum with memory_loss of the budget less.
       const size_type equal = b - md.x[0] - std::llround(r.memory_loss * static_cast<double>(b));
-      CHECK(r.plan.makespan <= whole.table.value(0, md.L, equal));
+      CHECK(r.schedule.makespan <= whole.table.value(0, md.L, equal));
     }
   }
   CHECK(bounded > remat::testing::trials(40));
@@ -850,7 +850,7 @@ TEST_CASE("property: the default solve is never slower than Rotor's 500 slots") 
       CHECK(by_default.min_feasible_budget <= slots.min_feasible_budget);
       if (!slots.feasible) continue;
       REQUIRE(by_default.feasible);
-      CHECK(by_default.plan.makespan <= slots.plan.makespan);
+      CHECK(by_default.schedule.makespan <= slots.schedule.makespan);
     }
   }
 }
@@ -883,12 +883,12 @@ TEST_CASE("property: the default is the exact optimum on the bundled and byte-si
       const size_type b = budget(rng);
       CAPTURE(b);
       const solve_result by_default = remat::solve_optimal(c, b);
-      const solve_result exact = remat::solve_optimal(c, b, {.slots = remat::exact_units});
+      const solve_result exact_run = remat::solve_optimal(c, b, exact);
       REQUIRE(by_default.feasible);
       CHECK(by_default.exact);
-      CHECK(by_default.plan.makespan == exact.plan.makespan);
+      CHECK(by_default.schedule.makespan == exact_run.schedule.makespan);
       // (Where 500 slots were proven optimal by their bound, the unit is theirs.)
-      if (by_default.unit == 1) CHECK(by_default.plan.ops == exact.plan.ops);
+      if (by_default.unit == 1) CHECK(by_default.schedule.ops == exact_run.schedule.ops);
     }
   }
 }

@@ -121,7 +121,7 @@ TEST_CASE("revolve: on the homogeneous chain it reaches the binomial count with 
       const bool slots_fit = length == 1 ? budget >= 4 : budget >= 5;
       REQUIRE(r.feasible == slots_fit);
       CHECK(r.min_feasible_budget == (length == 1 ? 4 : 5));
-      if (r.feasible) CHECK(r.plan.makespan == static_cast<double>(length + count));
+      if (r.feasible) CHECK(r.schedule.makespan == static_cast<double>(length + count));
     }
   }
 }
@@ -148,7 +148,7 @@ TEST_CASE("revolve: the most snapshots whose schedule fits, on real sizes") {
       if (!r.feasible) continue;
       std::int32_t s = most;
       while (by_s[static_cast<std::size_t>(s)].peak_memory > budget) --s;
-      CHECK(r.plan.ops == remat::detail::revolve_ops(length, s));
+      CHECK(r.schedule.ops == remat::detail::revolve_ops(length, s));
     }
   }
 }
@@ -169,7 +169,7 @@ TEST_CASE("revolve: from remat::solve, by name, and at compile time") {
     const auto via_solve = remat::solve(c, budget, {.solver = remat::solver::revolve});
     const auto direct = remat::solve_revolve(c, budget);
     CHECK(via_solve.feasible == direct.feasible);
-    CHECK(via_solve.plan == direct.plan);
+    CHECK(via_solve.schedule == direct.schedule);
     CHECK(via_solve.min_feasible_budget == direct.min_feasible_budget);
   }
   CHECK_THROWS_AS(remat::solve_revolve(c, -1), remat::solver_error);
@@ -177,7 +177,7 @@ TEST_CASE("revolve: from remat::solve, by name, and at compile time") {
   static_assert([] {
     const auto r =
         remat::solve_revolve(homogeneous(10), 6);  // 2 snapshots: 10 + t(10, 2) = 10 + 20
-    return r.feasible && r.plan.makespan == 30;
+    return r.feasible && r.schedule.makespan == 30;
   }());
 }
 

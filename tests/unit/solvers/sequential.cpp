@@ -97,7 +97,7 @@ TEST_CASE("sequential: the fastest segment count that fits, and the least peak o
       double best = std::numeric_limits<double>::infinity();
       for (const auto& k : by_k)
         if (k.peak_memory <= budget) best = std::min(best, k.makespan);
-      CHECK(r.plan.makespan == best);
+      CHECK(r.schedule.makespan == best);
       CHECK(r.unit == 1);
     }
   }
@@ -119,15 +119,15 @@ TEST_CASE("sequential: from remat::solve, by name, and at compile time") {
     const auto via_solve = remat::solve(c, budget, {.solver = remat::solver::sequential});
     const auto direct = remat::solve_sequential(c, budget);
     CHECK(via_solve.feasible == direct.feasible);
-    CHECK(via_solve.plan == direct.plan);
+    CHECK(via_solve.schedule == direct.schedule);
     CHECK(via_solve.min_feasible_budget == direct.min_feasible_budget);
   }
   CHECK_THROWS_AS(remat::solve_sequential(c, -1), remat::solver_error);
   static_assert([] {
     chain k{{{1, 1, 2, 3}, {1, 1, 2, 3}, {1, 1, 2, 3}, {1, 1, 2, 3}}, 2, 0, 0};
     const auto all = remat::solve_sequential(k, 1000);
-    const auto two = remat::solve_sequential(k, all.plan.peak_memory - 1);
-    return all.feasible && all.plan.makespan == 8 && two.feasible && two.plan.makespan == 10;
+    const auto two = remat::solve_sequential(k, all.schedule.peak_memory - 1);
+    return all.feasible && all.schedule.makespan == 8 && two.feasible && two.schedule.makespan == 10;
   }());
 }
 

@@ -32,7 +32,7 @@ constexpr chain distinct() {
 static_assert(remat::store_all_ops(2) ==
               std::vector<remat::op>{remat::f_all(0), remat::f_all(1), remat::loss_op(2),
                                      remat::backward(1), remat::backward(0)});
-static_assert(remat::solve_store_all(distinct(), 96).plan.makespan == 127);
+static_assert(remat::solve_store_all(distinct(), 96).schedule.makespan == 127);
 static_assert(!remat::solve_store_all(distinct(), 95).feasible);
 
 }  // namespace
@@ -51,16 +51,16 @@ TEST_CASE("feasible exactly from its peak") {
   const chain c = distinct();
   const solve_result r = remat::solve_store_all(c, 96);
   REQUIRE(r.feasible);
-  CHECK(r.plan.ops == remat::store_all_ops(3));
-  CHECK(r.plan.makespan == 127);
-  CHECK(r.plan.peak_memory == 96);
+  CHECK(r.schedule.ops == remat::store_all_ops(3));
+  CHECK(r.schedule.makespan == 127);
+  CHECK(r.schedule.peak_memory == 96);
   CHECK(r.min_feasible_budget == 96);
   CHECK(r.budget == 96);
   CHECK(r.unit == 1);
 
   const solve_result below = remat::solve_store_all(c, 95);
   CHECK_FALSE(below.feasible);
-  CHECK(below.plan.ops.empty());
+  CHECK(below.schedule.ops.empty());
   CHECK(below.min_feasible_budget == 96);
   CHECK(below.budget == 95);
 
@@ -94,8 +94,8 @@ TEST_CASE("property: time sum fw + sum bw, peak as replayed") {
     REQUIRE(sim.valid());
     const solve_result r = remat::solve_store_all(c, sim.peak_memory);
     REQUIRE(r.feasible);
-    CHECK(r.plan.makespan == doctest::Approx(time).epsilon(1e-12));
-    CHECK(r.plan.peak_memory == sim.peak_memory);
+    CHECK(r.schedule.makespan == doctest::Approx(time).epsilon(1e-12));
+    CHECK(r.schedule.peak_memory == sim.peak_memory);
     CHECK(r.min_feasible_budget == sim.peak_memory);
     if (sim.peak_memory > 0) CHECK_FALSE(remat::solve_store_all(c, sim.peak_memory - 1).feasible);
   }
@@ -115,8 +115,8 @@ TEST_CASE("a user chain") {
   // a0 t1 t2 g2 = 1 + 4 + 4 + 3, then B(1) adds g1: 15.
   const solve_result r = remat::solve_store_all(net{}, 15);
   REQUIRE(r.feasible);
-  CHECK(r.plan.makespan == 6);
-  CHECK(r.plan.peak_memory == 15);
+  CHECK(r.schedule.makespan == 6);
+  CHECK(r.schedule.peak_memory == 15);
 }
 
 }  // namespace unit_solvers_store_all_test

@@ -317,8 +317,8 @@ remat::tools::solve_report report_of(const remat::io::chain_file& f, std::vector
   rep.result.feasible = true;
   rep.result.budget = budget;
   rep.result.min_feasible_budget = budget;
-  rep.result.plan.ops = std::move(ops);
-  rep.replayed = remat::simulate(f.chain, std::span<const remat::op>(rep.result.plan.ops));
+  rep.result.schedule.ops = std::move(ops);
+  rep.replayed = remat::simulate(f.chain, std::span<const remat::op>(rep.result.schedule.ops));
   const auto all = remat::store_all_ops(static_cast<std::int32_t>(f.chain.length()));
   rep.store_all = remat::simulate(f.chain, std::span<const remat::op>(all));
   return rep;

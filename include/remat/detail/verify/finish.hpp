@@ -30,9 +30,9 @@ constexpr solve_result finish(const chain& c, solver which, size_type budget, st
   solve_result out;
   out.feasible = true;
   out.budget = budget;
-  out.plan.ops = std::move(ops);
-  out.plan.makespan = predicted_makespan;
-  out.plan.peak_memory = r.peak_memory;
+  out.schedule.ops = std::move(ops);
+  out.schedule.makespan = predicted_makespan;
+  out.schedule.peak_memory = r.peak_memory;
   return out;
 }
 

@@ -47,13 +47,13 @@ struct step_context {
 
 class step_run {
  public:
-  // `transfers`: the plan of a schedule that moves tensors (null otherwise), for `r.plan`.
+  // `transfers`: the plan of a schedule that moves tensors (null otherwise), for `r.schedule`.
   step_run(step_context cx, const profiled_chain& p, step_result& r,
            const transfer_plan* transfers)
       : cx_(cx),
         p_(p),
         r_(r),
-        ops_(r.plan.ops),
+        ops_(r.schedule.ops),
         transfers_(transfers),
         L_(cx.stages.size()),
         g_(L_ + 1),

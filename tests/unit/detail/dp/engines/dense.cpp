@@ -180,12 +180,12 @@ TEST_CASE("property: solve_optimal's schedule is the reference's, whatever the t
     const remat::solve_result many =
         remat::solve_optimal(c, budget, {.slots = slots, .threads = 3});
     CHECK(one.feasible == many.feasible);
-    CHECK(one.plan == many.plan);
+    CHECK(one.schedule == many.schedule);
     if (!one.feasible) continue;
     ++feasible;
     if (top <= budget) {
       // Store-all fits in bytes: the solve returns it, whether or not the rounded DP fits it.
-      CHECK(one.plan.ops == remat::store_all_ops(static_cast<std::int32_t>(c.length())));
+      CHECK(one.schedule.ops == remat::store_all_ops(static_cast<std::int32_t>(c.length())));
       continue;
     }
     const model md = remat::detail::make_model(c, one.unit);
@@ -199,8 +199,8 @@ TEST_CASE("property: solve_optimal's schedule is the reference's, whatever the t
     const double dp = M < 0 ? remat::detail::infinite_time : ref.value[ref.at(0, md.L, M)];
     // With slots the solve is the dense DP's, nothing else: the reference's schedule.
     REQUIRE(dp < remat::detail::infinite_time);
-    CHECK(one.plan.ops == remat::detail::reference_ops(md, ref, 0, md.L, M));
-    CHECK(one.plan.makespan == dp);
+    CHECK(one.schedule.ops == remat::detail::reference_ops(md, ref, 0, md.L, M));
+    CHECK(one.schedule.makespan == dp);
   }
   CHECK(feasible > 100);
 }
@@ -283,7 +283,7 @@ TEST_CASE("the table-memory guard refuses before allocating, with a clear messag
   const auto bytes = static_cast<std::size_t>(remat::detail::dense_table_bytes(layout, md.L, M, 2));
   CHECK(bytes > layout.entries * sizeof(double));
   CHECK(remat::solve_optimal(c, budget, {.slots = 300, .max_table_bytes = bytes, .threads = 2})
-            .plan == fits.plan);
+            .schedule == fits.schedule);
   try {
     (void)remat::solve_optimal(c, budget,
                                {.slots = 300, .max_table_bytes = bytes - 1, .threads = 2});
