@@ -659,9 +659,17 @@ class Checkpointed(torch.nn.Module):
             step.a = step.t = step.g = None
             raise
         # The loss op: a_L (or the output in t_L) goes to the caller, and its gradient comes
-        # back to _Run.backward; the schedule drops a_L.
-        y = step.a[L] if step.a[L] is not None else step.t[L][1].detach()
-        step.a[L] = None
+        # back to _Run.backward. The model frees a_L when the loss ends, and so does the
+        # schedule: the caller may drop the output as soon as the loss's forward has read it
+        # (`loss(m(x))`, with a loss that saves something else, as cross entropy saves its
+        # softmax), which would make the loss's backward an a_L below the prediction. The
+        # schedule holds an alias: the output itself will carry _Run's node, which holds the
+        # step (a cycle).
+        if step.a[L] is not None:
+            y = step.a[L]
+            step.a[L] = y.detach()
+        else:
+            y = step.t[L][1].detach()
         m.reset_peak()
         return y
 
@@ -673,6 +681,7 @@ class Checkpointed(torch.nn.Module):
         # part ended reached.
         step.op_peaks.append(m.peak() - step.base)
         step.op_totals.append(step.op_peaks[-1])
+        step.a[L] = None  # the loss has ended
         if (g.layout == torch.strided and g.is_contiguous()
                 and _storage_bytes(g) == g.numel() * g.element_size()):
             step.engine_gradient_bytes = _nbytes(g)
