@@ -131,9 +131,13 @@ def _nbytes(t):
     return (n + 511) // 512 * 512 if t.is_cuda and n > 0 else n
 
 
+# A tensor's untyped storage: torch 1.13 has no untyped_storage(), and its storage() builds a
+# Python TypedStorage around _storage(), at a cost that counts once per op.
+_untyped_storage = getattr(torch.Tensor, "untyped_storage", None) or torch.Tensor._storage
+
+
 def _storage_bytes(t):
-    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
-    return s.nbytes()
+    return _untyped_storage(t).nbytes()
 
 
 def _shape(t):
@@ -193,10 +197,18 @@ def _copy_into(dst, src):
 
 
 def _save_into(copies, tensors):
-    # The copies are remat's own (no tape saved them): copied into as they are.
+    # The copies are remat's own (no tape saved them): copied into as they are, in one call
+    # where torch has _foreach_copy_ (2.1 on).
     with torch.no_grad():
+        if _foreach_copy is not None:
+            if copies:
+                _foreach_copy(copies, tensors)
+            return
         for d, s in zip(copies, tensors):
             d.copy_(s)
+
+
+_foreach_copy = getattr(torch, "_foreach_copy_", None)
 
 
 def _clones(tensors):
@@ -214,8 +226,7 @@ def _in_stage(k, what, fn, *args):
 
 
 def _storage_ptr(t):
-    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
-    return s.data_ptr()
+    return _untyped_storage(t).data_ptr()
 
 
 def _check_output(k, x, y):
@@ -411,6 +422,8 @@ class _Schedule:
         ops = result.ops
         self.ops = [(o.kind, o.index) for o in ops]
         self.loss_index = [kind for kind, _ in self.ops].index("loss")
+        forwards = [k for kind, k in self.ops if kind in ("F_ck", "F_none", "F_all")]
+        self.recomputed = [forwards.count(k) > 1 for k in range(len(profile.chain))]
         self.expected = profile.expected_op_peaks(ops)
         self.after_loss = simulate(profile.chain, ops).memory_after[self.loss_index]
 
@@ -425,7 +438,8 @@ class _Step:
         self.t = [None] * (L + 1)  # (detached input, output carrying the stage's graph)
         self.g = [None] * (L + 1)
         self.a[0] = x
-        self.forwarded = [None] * L  # the generators' state before each stage's first forward
+        self.forwarded = [False] * L
+        self.first_draws = [None] * L  # the generators before a recomputed stage first ran
         self.op_peaks = []
         self.op_totals = []  # the same, with what autograd and the caller held beside
         self.residue = 0
@@ -439,12 +453,14 @@ class _Step:
     def forward(self, k, x):
         o = self.owner
         s = o._stage_modules[k]
-        if self.forwarded[k] is None:
-            self.forwarded[k] = o._rng.save()
+        if not self.forwarded[k]:
+            self.forwarded[k] = True
+            if self.schedule.recomputed[k]:  # the draws its recomputation must repeat
+                self.first_draws[k] = o._rng.save()
             y = _in_stage(k, "forward", s, x)
         else:  # a recomputation: the same draws, buffers untouched
             now = o._rng.save()
-            o._rng.restore(self.forwarded[k])
+            o._rng.restore(self.first_draws[k])
             _save_into(o._recompute[k], o._state.buffers[k])  # keep the current values
             try:
                 y = _in_stage(k, "forward", s, x)
@@ -465,10 +481,9 @@ class _Step:
             self.a[k + 1] = y
             if kind == "F_none":
                 self.a[k] = None
-        elif kind == "F_all":
+        elif kind == "F_all":  # the parts run their ops with gradients enabled
             x = _recording_input(self.input_of(k))
-            with torch.enable_grad():
-                y = self.forward(k, x)
+            y = self.forward(k, x)
             if not y.requires_grad:
                 raise ModelError(k, "its output does not require grad when recorded")
             self.t[k + 1] = (x, y)
@@ -656,11 +671,12 @@ class Checkpointed(torch.nn.Module):
         step.t0 = time.perf_counter()
         L = len(self._stage_modules)
         try:
-            for i in range(schedule.loss_index):
-                m.reset_peak()
-                step.run(*schedule.ops[i])
-                m.sync()
-                self._measure(step, i, 0)
+            with torch.enable_grad():  # for F_all; F_ck and F_none disable it (a context each)
+                for i in range(schedule.loss_index):
+                    m.reset_peak()
+                    step.run(*schedule.ops[i])
+                    m.sync()
+                    self._measure(step, i, 0)
         except BaseException:
             _copy_into(self._stage_buffers, self._step_start)
             self._rng.restore(step.rng_at_start)
@@ -707,17 +723,19 @@ class Checkpointed(torch.nn.Module):
             step.new_gradients = _meter.NewGradients(
                 None if self._meter is cpu_meter else self._meter)
         try:
-            for i in range(schedule.loss_index + 1, len(schedule.ops)):
-                kind, k = schedule.ops[i]
-                m.reset_peak()
-                step.earlier = None
-                step.run(kind, k)
-                m.sync()
-                self._measure(step, i, step.residue)
-                if kind == "B" and k == L - 1:
-                    # Autograd keeps the gradient it handed to _Run.backward until that returns.
-                    step.residue += step.engine_gradient_bytes
-                step.outside = max(step.outside, step.residue)
+            with torch.enable_grad():  # as in the forward part
+                for i in range(schedule.loss_index + 1, len(schedule.ops)):
+                    kind, k = schedule.ops[i]
+                    m.reset_peak()
+                    step.earlier = None
+                    step.run(kind, k)
+                    m.sync()
+                    self._measure(step, i, step.residue)
+                    if kind == "B" and k == L - 1:
+                        # Autograd keeps the gradient it handed to _Run.backward until that
+                        # returns.
+                        step.residue += step.engine_gradient_bytes
+                    step.outside = max(step.outside, step.residue)
         finally:
             gx = step.g[0]
             step.a = step.t = step.g = None
