@@ -19,14 +19,21 @@
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
 #include <torch/csrc/utils/pybind.h>  // at::Tensor <-> torch.Tensor
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -155,6 +162,108 @@ std::vector<size_type> expected_op_peaks(const py::dict& chain, const py::list& 
   }
 }
 
+// remat.torch's measure of a backward op through which parameters without a gradient get one.
+// Autograd gives such a parameter the gradient its backward computed, which the parameter then
+// keeps: outside the budget, so from that moment the op is measured above it, and what the op
+// reached before is kept as `earlier` (Checkpointed._measure takes the larger). Hooks on the
+// parameters' AccumulateGrad nodes, in C++: a Python hook per parameter and a walk of the graph
+// in Python cost a step of ResNet-18 about a millisecond.
+class new_gradients {
+ public:
+  // meter: None for the CPU meter, else remat.torch's meter object (sync, peak, reset_peak).
+  explicit new_gradients(py::object meter) : meter_(std::move(meter)) {}
+  new_gradients(const new_gradients&) = delete;
+  new_gradients& operator=(const new_gradients&) = delete;
+  ~new_gradients() { unwatch(); }
+
+  // Hooks the accumulators of y's graph (but x's) whose variable has no gradient; the op is
+  // measured above `base` bytes.
+  void watch(const at::Tensor& y, const at::Tensor& x, size_type base) {
+    unwatch();
+    base_ = base;
+    earlier_.reset();
+    node_ptr root = y.grad_fn();
+    if (!root) return;
+    std::vector<node_ptr> stack{std::move(root)};
+    std::unordered_set<torch::autograd::Node*> seen;
+    while (!stack.empty()) {
+      node_ptr node = std::move(stack.back());
+      stack.pop_back();
+      if (!seen.insert(node.get()).second) continue;
+      if (auto* acc = dynamic_cast<torch::autograd::AccumulateGrad*>(node.get())) {
+        const at::Tensor& v = acc->variable;
+        if (v.unsafeGetTensorImpl() != x.unsafeGetTensorImpl() && !v.grad().defined()) {
+          auto h = std::make_unique<hook>(this, v);
+          hooks_.emplace_back(node, h.get());
+          acc->add_pre_hook(std::move(h));
+        }
+        continue;
+      }
+      for (const torch::autograd::Edge& e : node->next_edges())
+        if (e.function) stack.push_back(e.function);
+    }
+  }
+
+  // Removes the hooks; (base, earlier): the base the op ended above, and its peak above the
+  // base of the moment before the latest new gradient (None if none came).
+  std::pair<size_type, std::optional<size_type>> unwatch() {
+    for (auto& [node, h] : hooks_) {
+      auto& pre = node->pre_hooks();
+      for (auto it = pre.begin(); it != pre.end(); ++it)
+        if (it->get() == h) {
+          pre.erase(it);
+          break;
+        }
+    }
+    hooks_.clear();
+    return {base_, earlier_};
+  }
+
+ private:
+  class hook final : public torch::autograd::FunctionPreHook {
+   public:
+    hook(new_gradients* owner, at::Tensor variable)
+        : owner_(owner), variable_(std::move(variable)) {}
+    torch::autograd::variable_list operator()(
+        const torch::autograd::variable_list& grads) override {
+      if (!variable_.grad().defined() && !grads.empty() && grads[0].defined())
+        owner_->kept(variable_);
+      return grads;
+    }
+
+   private:
+    new_gradients* owner_;
+    at::Tensor variable_;
+  };
+
+  void kept(const at::Tensor& v) {
+    const size_type bytes = remat::torch::allocated_size(
+        v.device(), static_cast<std::size_t>(v.numel() * static_cast<std::int64_t>(v.element_size())));
+    size_type peak = 0;
+    if (meter_.is_none()) {
+      remat::torch::memory_meter& m = remat::torch::cpu_memory();
+      peak = m.peak() - base_;
+      m.reset_peak();
+    } else {
+      const py::gil_scoped_acquire gil;
+      meter_.attr("sync")();
+      peak = meter_.attr("peak")().cast<size_type>() - base_;
+      meter_.attr("reset_peak")();
+    }
+    earlier_ = earlier_ ? std::max(*earlier_, peak) : peak;
+    base_ += bytes;
+  }
+
+  // A node as the graph holds it: std::shared_ptr before PyTorch 2.x made nodes intrusive.
+  using node_ptr = decltype(torch::autograd::Edge::function);
+
+  py::object meter_;
+  size_type base_ = 0;
+  std::optional<size_type> earlier_;
+  // The hooked nodes, held until the hooks are removed.
+  std::vector<std::pair<node_ptr, hook*>> hooks_;
+};
+
 // remat::torch's model_error as remat.torch's ModelError (registered by remat.torch): the same
 // message, the stage's index or None.
 py::object& model_error_factory() {
@@ -195,6 +304,17 @@ PYBIND11_MODULE(_torch, m) {
       m, "RngState", "The CPU generator's state (what dropout draws from), held without a tensor.");
   m.def("save_cpu_rng", &remat::torch::detail::save_cpu_rng);
   m.def("restore_cpu_rng", &remat::torch::detail::restore_cpu_rng, py::arg("state"));
+
+  py::class_<new_gradients>(m, "NewGradients",
+                            "Hooks that measure a backward op above the parameters' gradients it "
+                            "creates (remat.torch's Checkpointed, zero_grad(set_to_none=True)).")
+      .def(py::init<py::object>(), py::arg("meter"))
+      .def("watch", &new_gradients::watch, py::arg("y"), py::arg("x"), py::arg("base"),
+           "Hooks the AccumulateGrad nodes of y's graph (but x's) whose variable has no "
+           "gradient; the op is measured above `base` bytes.")
+      .def("unwatch", &new_gradients::unwatch,
+           "Removes the hooks; returns (base, earlier): the base raised by each gradient kept, "
+           "and the op's peak above the base before the latest one (None if none came).");
 
   m.def("profile", &profile, py::arg("forwards"), py::arg("parameters"), py::arg("buffers"),
         py::arg("sample"), py::arg("loss"), py::arg("meter"), py::arg("warmup"), py::arg("runs"),

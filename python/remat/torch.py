@@ -131,9 +131,13 @@ def _nbytes(t):
     return (n + 511) // 512 * 512 if t.is_cuda and n > 0 else n
 
 
+# A tensor's untyped storage: torch 1.13 has no untyped_storage(), and its storage() builds a
+# Python TypedStorage around _storage(), at a cost that counts once per op.
+_untyped_storage = getattr(torch.Tensor, "untyped_storage", None) or torch.Tensor._storage
+
+
 def _storage_bytes(t):
-    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
-    return s.nbytes()
+    return _untyped_storage(t).nbytes()
 
 
 def _shape(t):
@@ -192,6 +196,21 @@ def _copy_into(dst, src):
             d.data.copy_(s)
 
 
+def _save_into(copies, tensors):
+    # The copies are remat's own (no tape saved them): copied into as they are, in one call
+    # where torch has _foreach_copy_ (2.1 on).
+    with torch.no_grad():
+        if _foreach_copy is not None:
+            if copies:
+                _foreach_copy(copies, tensors)
+            return
+        for d, s in zip(copies, tensors):
+            d.copy_(s)
+
+
+_foreach_copy = getattr(torch, "_foreach_copy_", None)
+
+
 def _clones(tensors):
     with torch.no_grad():
         return [t.detach().clone() for t in tensors]
@@ -207,8 +226,7 @@ def _in_stage(k, what, fn, *args):
 
 
 def _storage_ptr(t):
-    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
-    return s.data_ptr()
+    return _untyped_storage(t).data_ptr()
 
 
 def _check_output(k, x, y):
@@ -392,37 +410,58 @@ def _stage_list(stages):
 
 # --- running a schedule ----------------------------------------------------------------------------
 
+class _Schedule:
+    """A plan as the steps run it, worked out once per input shape and budget (a SolveResult's
+    `ops` makes a new list of new Op objects at each access): the ops as (kind, stage) pairs,
+    where the loss is, what each op should allocate, and what the model holds after the loss."""
+
+    def __init__(self, profile, result):
+        self.result = result
+        if not result.feasible:
+            return
+        ops = result.ops
+        self.ops = [(o.kind, o.index) for o in ops]
+        self.loss_index = [kind for kind, _ in self.ops].index("loss")
+        forwards = [k for kind, k in self.ops if kind in ("F_ck", "F_none", "F_all")]
+        self.recomputed = [forwards.count(k) > 1 for k in range(len(profile.chain))]
+        self.expected = profile.expected_op_peaks(ops)
+        self.after_loss = simulate(profile.chain, ops).memory_after[self.loss_index]
+
+
 class _Step:
     """One step's run of a schedule: the tensors the ops hold, and what was measured."""
 
     def __init__(self, owner, entry, x):
         self.owner, self.entry = owner, entry
-        L = len(owner.stages)
+        L = len(owner._stage_modules)
         self.a = [None] * (L + 1)
         self.t = [None] * (L + 1)  # (detached input, output carrying the stage's graph)
         self.g = [None] * (L + 1)
         self.a[0] = x
-        self.forwarded = [None] * L  # the generators' state before each stage's first forward
+        self.forwarded = [False] * L
+        self.first_draws = [None] * L  # the generators before a recomputed stage first ran
         self.op_peaks = []
         self.op_totals = []  # the same, with what autograd and the caller held beside
         self.residue = 0
         self.outside = 0
         self.earlier = None  # the op's peak before its latest new parameter gradient, above base
-        self.watch_new_gradients = False
+        self.new_gradients = None  # remat._torch.NewGradients, where parameters have none
 
     def input_of(self, k):
         return self.a[k] if self.a[k] is not None else self.t[k][1]
 
     def forward(self, k, x):
         o = self.owner
-        s = o.stages[k]
-        if self.forwarded[k] is None:
-            self.forwarded[k] = o._rng.save()
+        s = o._stage_modules[k]
+        if not self.forwarded[k]:
+            self.forwarded[k] = True
+            if self.schedule.recomputed[k]:  # the draws its recomputation must repeat
+                self.first_draws[k] = o._rng.save()
             y = _in_stage(k, "forward", s, x)
         else:  # a recomputation: the same draws, buffers untouched
             now = o._rng.save()
-            o._rng.restore(self.forwarded[k])
-            _copy_into(o._recompute[k], o._state.buffers[k])  # keep the current values
+            o._rng.restore(self.first_draws[k])
+            _save_into(o._recompute[k], o._state.buffers[k])  # keep the current values
             try:
                 y = _in_stage(k, "forward", s, x)
             finally:
@@ -435,66 +474,50 @@ class _Step:
                                 "shape for the same input")
         return y
 
-    def run(self, op):
-        k = op.index
-        if op.kind in ("F_ck", "F_none"):
+    def run(self, kind, k):
+        if kind in ("F_ck", "F_none"):
             with torch.no_grad():
                 y = self.forward(k, self.input_of(k))
             self.a[k + 1] = y
-            if op.kind == "F_none":
+            if kind == "F_none":
                 self.a[k] = None
-        elif op.kind == "F_all":
+        elif kind == "F_all":  # the parts run their ops with gradients enabled
             x = _recording_input(self.input_of(k))
-            with torch.enable_grad():
-                y = self.forward(k, x)
+            y = self.forward(k, x)
             if not y.requires_grad:
                 raise ModelError(k, "its output does not require grad when recorded")
             self.t[k + 1] = (x, y)
-        elif op.kind == "B":
+        elif kind == "B":
             x, y = self.t[k + 1]
             gk = self.g[k + 1]
             self.t[k + 1] = None
             self.g[k + 1] = None
-            hooks = self.watch(y, x) if self.watch_new_gradients else []
+            # A parameter without a gradient gets the one its backward computed (where one
+            # that exists is added to): plain autograd's cost, which a zero gradient defined
+            # beforehand would double. Gradients are outside the budget: from the moment the new
+            # one is kept, the op is measured above it (split in two, as the C++ executor does
+            # for the loss's parameters).
+            watch = self.new_gradients
+            if watch is not None:
+                watch.watch(y, x, self.base)
             try:
                 _in_stage(k, "backward", torch.autograd.backward, y, gk)
             finally:
-                for h in hooks:
-                    h.remove()
+                if watch is not None:
+                    self.base, self.earlier = watch.unwatch()
             self.g[k] = x.grad if x.requires_grad else None
             del x, y, gk
             self.a[k] = None
         else:
-            raise ValueError(f"remat.torch runs schedules without offloading only (op {op})")
-
-    def watch(self, y, x):
-        """Hooks on the accumulators of y's graph whose parameter has no gradient yet. Autograd
-        gives such a parameter the gradient its backward computed (where one that exists is
-        added to, and the computed one freed): plain autograd's cost, which a zero gradient
-        defined beforehand would double. Gradients are outside the budget: from the moment the
-        new one is kept, the op is measured above it (split in two, as the C++ executor does
-        for the loss's parameters)."""
-        return [node.register_prehook(self.new_gradient(v))
-                for node, v in _accumulators(y, x) if v.grad is None]
-
-    def new_gradient(self, p):
-        m = self.owner._meter
-
-        def hook(grads):
-            if p.grad is None and grads[0] is not None:
-                m.sync()
-                peak = m.peak() - self.base
-                self.earlier = peak if self.earlier is None else max(self.earlier, peak)
-                self.base += _nbytes(p)
-                m.reset_peak()
-        return hook
+            raise ValueError(f"remat.torch runs schedules without offloading only (op {kind}"
+                             f"({k}))")
 
 
 class _Run(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, owner, entry, plan, x, probe):
+    def forward(ctx, owner, entry, schedule, x, probe):
         step = _Step(owner, entry, x)
-        step.plan = plan
+        step.schedule = schedule
         ctx.step = step
         return owner._forward_part(step)
 
@@ -512,7 +535,7 @@ class _Run(torch.autograd.Function):
 @dataclass
 class _Entry:
     profile: Profile
-    plans: dict = field(default_factory=dict)  # budget -> SolveResult
+    plans: dict = field(default_factory=dict)  # (budget, solver, slots) -> _Schedule
 
 
 class Checkpointed(torch.nn.Module):
@@ -536,6 +559,7 @@ class Checkpointed(torch.nn.Module):
                  warmup=1, runs=3, enforce_budget=False):
         super().__init__()
         self.stages = torch.nn.ModuleList(_stage_list(stages))
+        self._stage_modules = list(self.stages)  # indexing a ModuleList costs a Python call
         self.budget = budget
         self.solver = solver
         self.slots = slots
@@ -558,7 +582,8 @@ class Checkpointed(torch.nn.Module):
             return
         self._state = _discover(list(self.stages), sample, self.loss, self._rng)
         self._recompute = [_clones(bs) for bs in self._state.buffers]
-        self._step_start = [_clones(bs) for bs in self._state.buffers]
+        self._stage_buffers = [b for bs in self._state.buffers for b in bs]
+        self._step_start = _clones(self._stage_buffers)
 
     def _plan_for(self, x):
         self._discover(x)
@@ -578,16 +603,16 @@ class Checkpointed(torch.nn.Module):
     @property
     def plan(self):
         """The SolveResult for the budget at the last input shape."""
-        return self._current[1]
+        return self._current[1].result
 
     @property
     def expected_peak(self):
         """What the plan should allocate at most, by the profile (the model's peak, or below it
         by a backward's slack)."""
-        entry, plan = self._current
-        if not plan.feasible:
+        entry, schedule = self._current
+        if not schedule.result.feasible:
             return None
-        return max([entry.profile.chain.input_size] + entry.profile.expected_op_peaks(plan.ops))
+        return max([entry.profile.chain.input_size] + schedule.expected)
 
     @property
     def _current(self):
@@ -598,8 +623,8 @@ class Checkpointed(torch.nn.Module):
         budget = int(self.budget)
         k = (budget, self.solver, self.slots)
         if k not in entry.plans:
-            entry.plans[k] = solve(entry.profile.chain, budget, solver=self.solver,
-                                   slots=self.slots)
+            entry.plans[k] = _Schedule(entry.profile, solve(entry.profile.chain, budget,
+                                                            solver=self.solver, slots=self.slots))
         return entry.plans[k]
 
     # -- running --
@@ -609,17 +634,18 @@ class Checkpointed(torch.nn.Module):
             for s in self.stages:
                 x = s(x)
             return x
-        entry, plan = self._plan_for(x)
+        entry, schedule = self._plan_for(x)
         self._last_key = _shape(x)
+        plan = schedule.result
         if not plan.feasible:
             raise BudgetError(
                 f"no schedule fits {int(self.budget)} bytes at input {tuple(x.shape)} "
                 f"({plan.solver}); the least is {plan.min_feasible_budget} bytes",
                 plan.min_feasible_budget)
         self.last = None
-        return _Run.apply(self, entry, plan, x, self._probe)
+        return _Run.apply(self, entry, schedule, x, self._probe)
 
-    def _measure(self, step, i, op, outside):
+    def _measure(self, step, i, outside):
         total = self._meter.peak() - step.base
         if step.earlier is not None:
             total = max(total, step.earlier)
@@ -627,52 +653,59 @@ class Checkpointed(torch.nn.Module):
         step.op_peaks.append(peak)
         step.op_totals.append(total)
         if self.enforce_budget and peak > int(self.budget):
-            raise BudgetError(f"op {i} ({op}) allocated {peak} bytes, above the budget of "
+            raise BudgetError(f"op {i} ({step.schedule.result.ops[i]}) allocated {peak} bytes, "
+                              f"above the budget of "
                               f"{int(self.budget)}", None)
 
     def _forward_part(self, step):
-        entry, plan = step.entry, step.plan
-        step.expected = entry.profile.expected_op_peaks(plan.ops)
-        step.loss_index = next(i for i, o in enumerate(plan.ops) if o.kind == "loss")
+        schedule = step.schedule
+        step.expected = schedule.expected
         # The stages' parameters get their gradients as in plain autograd (_Step.watch); the
         # loss's graph runs in the caller's backward, outside the schedule's ops.
         _define_gradients(self._state.loss_parameters)
-        for k, bs in enumerate(self._state.buffers):
-            _copy_into(self._step_start[k], bs)
+        _save_into(self._step_start, self._stage_buffers)
         step.rng_at_start = self._rng.save()
         m = self._meter
         m.sync()
         step.base = m.current() - _nbytes(step.a[0])
         step.t0 = time.perf_counter()
-        L = len(self.stages)
+        L = len(self._stage_modules)
         try:
-            for i in range(step.loss_index):
-                op = plan.ops[i]
-                m.reset_peak()
-                step.run(op)
-                m.sync()
-                self._measure(step, i, op, 0)
+            with torch.enable_grad():  # for F_all; F_ck and F_none disable it (a context each)
+                for i in range(schedule.loss_index):
+                    m.reset_peak()
+                    step.run(*schedule.ops[i])
+                    m.sync()
+                    self._measure(step, i, 0)
         except BaseException:
-            for k, bs in enumerate(self._state.buffers):
-                _copy_into(bs, self._step_start[k])
+            _copy_into(self._stage_buffers, self._step_start)
             self._rng.restore(step.rng_at_start)
             step.a = step.t = step.g = None
             raise
         # The loss op: a_L (or the output in t_L) goes to the caller, and its gradient comes
-        # back to _Run.backward; the schedule drops a_L.
-        y = step.a[L] if step.a[L] is not None else step.t[L][1].detach()
-        step.a[L] = None
+        # back to _Run.backward. The model frees a_L when the loss ends, and so does the
+        # schedule: the caller may drop the output as soon as the loss's forward has read it
+        # (`loss(m(x))`, with a loss that saves something else, as cross entropy saves its
+        # softmax), which would make the loss's backward an a_L below the prediction. The
+        # schedule holds an alias: the output itself will carry _Run's node, which holds the
+        # step (a cycle).
+        if step.a[L] is not None:
+            y = step.a[L]
+            step.a[L] = y.detach()
+        else:
+            y = step.t[L][1].detach()
         m.reset_peak()
         return y
 
     def _backward_part(self, step, g):
         m = self._meter
         m.sync()
-        plan, L = step.plan, len(self.stages)
+        schedule, L = step.schedule, len(self._stage_modules)
         # The loss op ran between the two parts: its peak is what the window since the forward
         # part ended reached.
         step.op_peaks.append(m.peak() - step.base)
         step.op_totals.append(step.op_peaks[-1])
+        step.a[L] = None  # the loss has ended
         if (g.layout == torch.strided and g.is_contiguous()
                 and _storage_bytes(g) == g.numel() * g.element_size()):
             step.engine_gradient_bytes = _nbytes(g)
@@ -684,22 +717,25 @@ class Checkpointed(torch.nn.Module):
         # What autograd and the caller hold beside the schedule from here on (the loss's scalar
         # and its gradient, the output if the caller kept it) is outside the schedule's budget:
         # measured once, and the backward ops are measured above it.
-        model_after_loss = simulate(step.entry.profile.chain, plan.ops).memory_after[step.loss_index]
-        step.residue = m.current() - step.base - model_after_loss
+        step.residue = m.current() - step.base - schedule.after_loss
         step.outside = step.residue
-        step.watch_new_gradients = any(p.grad is None for p in self._state.parameters)
+        if any(p.grad is None for p in self._state.parameters):
+            step.new_gradients = _meter.NewGradients(
+                None if self._meter is cpu_meter else self._meter)
         try:
-            for i in range(step.loss_index + 1, len(plan.ops)):
-                op = plan.ops[i]
-                m.reset_peak()
-                step.earlier = None
-                step.run(op)
-                m.sync()
-                self._measure(step, i, op, step.residue)
-                if op.kind == "B" and op.index == L - 1:
-                    # Autograd keeps the gradient it handed to _Run.backward until that returns.
-                    step.residue += step.engine_gradient_bytes
-                step.outside = max(step.outside, step.residue)
+            with torch.enable_grad():  # as in the forward part
+                for i in range(schedule.loss_index + 1, len(schedule.ops)):
+                    kind, k = schedule.ops[i]
+                    m.reset_peak()
+                    step.earlier = None
+                    step.run(kind, k)
+                    m.sync()
+                    self._measure(step, i, step.residue)
+                    if kind == "B" and k == L - 1:
+                        # Autograd keeps the gradient it handed to _Run.backward until that
+                        # returns.
+                        step.residue += step.engine_gradient_bytes
+                    step.outside = max(step.outside, step.residue)
         finally:
             gx = step.g[0]
             step.a = step.t = step.g = None

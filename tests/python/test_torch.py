@@ -142,6 +142,29 @@ class Checkpointed(unittest.TestCase):
         self.assertEqual(m.chain.input_size, short.numel() * 8)
         self.assertTrue(m.as_predicted)
 
+    def test_loss_after_a_forward_that_does_not_record(self):
+        # Where the loss is cheaper to run with less held (its transients pass the last
+        # stage's tape), the schedule runs the last stage without recording before it:
+        # F_none(L-1) or F_ck(L-1), then the loss, which reads a_L, and F_all(L-1) after. The
+        # model frees a_L when the loss ends; cross entropy keeps its softmax, not its input,
+        # so a_L must be held by the schedule through the loss, whoever else drops it.
+        torch.manual_seed(6)
+        x = torch.randn(64, 16, requires_grad=True)
+        target = torch.randint(256, (64,))
+        loss = lambda y: torch.nn.functional.cross_entropy(y, target)
+        stages = [torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Tanh()) for _ in range(3)]
+        stages.append(torch.nn.Sequential(torch.nn.Linear(16, 256), torch.nn.GELU()))
+        chain = rt.profile(stages, x, loss, runs=1).chain
+        L = len(stages)
+        found = {}
+        for budget, _ in remat.trade_off(chain):
+            ops = remat.solve(chain, budget).ops
+            before = ops[[o.kind for o in ops].index("loss") - 1]
+            if before.index == L - 1 and before.kind in ("F_none", "F_ck"):
+                found.setdefault(before.kind, budget)
+        self.assertEqual(sorted(found), ["F_ck", "F_none"])
+        self.check_budgets(stages, x, loss, budgets=sorted(found.values()))
+
     @unittest.skipUnless(torch.cuda.is_available(), "no GPU")
     def test_gpt_with_dropout_on_a_gpu(self):
         # The CUDA meter (sizes in the allocator's 512-byte blocks) and the CUDA generator put
