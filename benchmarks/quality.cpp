@@ -104,7 +104,8 @@ double makespan_at(const remat::chain& c, const remat::sweep_result& s, remat::s
   if (which == remat::solver::min_memory)
     for (const remat::sweep_series& series : s.series)
       if (series.solver == which && series.results.back().feasible)
-        return budget >= series.min_feasible_budget ? series.results.back().schedule.makespan : none;
+        return budget >= series.min_feasible_budget ? series.results.back().schedule.makespan
+                                                    : none;
   remat::solve_options so;
   so.solver = which;
   so.slots = slots;

@@ -190,8 +190,8 @@ bool train(remat::size_type budget, int steps, mlp& net, const remat::chain& cha
       "%9lld bytes: arena %7lld (lower bound %7lld, x%.3f), %3zu ops, %6.2f ms/step, "
       "loss %.4f -> %.4f",
       static_cast<long long>(budget), static_cast<long long>(p.memory.arena_bytes),
-      static_cast<long long>(p.memory.lower_bound), p.memory.ratio(), p.solution.schedule.ops.size(),
-      took.count() / steps, first_loss, net.last_loss());
+      static_cast<long long>(p.memory.lower_bound), p.memory.ratio(),
+      p.solution.schedule.ops.size(), took.count() / steps, first_loss, net.last_loss());
   if (p.memory.has_transfers())
     std::printf(", host pool %lld, %zu waits between streams",
                 static_cast<long long>(p.memory.host_bytes), p.memory.waits.size());

@@ -238,7 +238,8 @@ class new_gradients {
 
   void kept(const at::Tensor& v) {
     const size_type bytes = remat::torch::allocated_size(
-        v.device(), static_cast<std::size_t>(v.numel() * static_cast<std::int64_t>(v.element_size())));
+        v.device(),
+        static_cast<std::size_t>(v.numel() * static_cast<std::int64_t>(v.element_size())));
     size_type peak = 0;
     if (meter_.is_none()) {
       remat::torch::memory_meter& m = remat::torch::cpu_memory();

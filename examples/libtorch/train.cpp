@@ -134,7 +134,8 @@ void run_model(workload w, int steps, const std::string& out_dir) {
     for (const auto& b : w.net->buffers()) initial.push_back(b.detach().clone());
   }
   const remat::size_type store_all =
-      remat::solve(p.chain, remat::max_size, {.solver = remat::solver::store_all}).schedule.peak_memory;
+      remat::solve(p.chain, remat::max_size, {.solver = remat::solver::store_all})
+          .schedule.peak_memory;
   const remat::size_type least = remat::solve(p.chain, 0).min_feasible_budget;
   std::vector<remat::size_type> budgets;
   for (int i = 0; i < 4; ++i) budgets.push_back(least + (store_all - least) * i / 4);

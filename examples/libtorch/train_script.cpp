@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
   remat::torch::executor ex(pieces, {.enforce_budget = true});
   const remat::chain& chain = ex.profile(images, loss).chain;
   const remat::size_type all =
-      remat::solve(chain, remat::max_size, {.solver = remat::solver::store_all}).schedule.peak_memory;
+      remat::solve(chain, remat::max_size, {.solver = remat::solver::store_all})
+          .schedule.peak_memory;
   const remat::size_type least = remat::solve(chain, 0).min_feasible_budget;
   const remat::size_type budget = least + (all - least) / 3;
   std::printf("%zu pieces; store-all peaks at %lld bytes, the least budget is %lld; budget %lld\n",

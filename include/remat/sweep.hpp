@@ -5,7 +5,8 @@
 //   remat::sweep_result s = remat::sweep(chain, {.solvers = {remat::solver::optimal,
 //                                                            remat::solver::chen_sqrt}});
 //   for (std::size_t k = 0; k < s.budgets.size(); ++k)
-//     if (s.series[0].results[k].feasible) use(s.budgets[k], s.series[0].results[k].schedule.makespan);
+//     if (s.series[0].results[k].feasible) use(s.budgets[k],
+//     s.series[0].results[k].schedule.makespan);
 //
 // The range is that of the trade-off: below the optimal solver's least budget no persistent
 // schedule exists (at the sweep's discretization), and above the store-all peak nothing is faster
@@ -184,7 +185,8 @@ sweep_series sweep_series_of(const chain& c, solver s, const std::vector<size_ty
     for (const frontier_step& p : f->table.root()) {
       solve_result r = whole_frontier_at(c, *f, f->md.x[0] + p.m, s);
       if (!r.feasible) continue;
-      if (!series.curve.empty() && !(r.schedule.makespan < series.curve.back().schedule.makespan)) continue;
+      if (!series.curve.empty() && !(r.schedule.makespan < series.curve.back().schedule.makespan))
+        continue;
       series.curve.push_back(std::move(r));
     }
   }

@@ -140,10 +140,8 @@ void bind_result(py::module_& m) {
       .def_property_readonly("exact", [](const py_result& p) { return p.r.exact; })
       .def_property_readonly("memory_loss", [](const py_result& p) { return p.r.memory_loss; })
       .def_property_readonly("makespan_loss", [](const py_result& p) { return p.r.makespan_loss; })
-      .def_property_readonly("coarse_length",
-                             [](const py_result& p) { return p.r.coarse_length; })
-      .def_property_readonly("largest_block",
-                             [](const py_result& p) { return p.r.largest_block; })
+      .def_property_readonly("coarse_length", [](const py_result& p) { return p.r.coarse_length; })
+      .def_property_readonly("largest_block", [](const py_result& p) { return p.r.largest_block; })
       .def("__bool__", [](const py_result& p) { return p.r.feasible; })
       .def("__repr__", &result_repr);
 }

@@ -41,7 +41,8 @@ void check_result(const remat::chain& c, size_type budget, const remat::solve_re
   const remat::replay_result replayed = remat::simulate(c, r.schedule);
   if (!replayed.valid()) fail("a returned schedule is invalid");
   if (!replayed.fits(budget)) fail("a returned schedule exceeds the budget");
-  if (replayed.peak_memory != r.schedule.peak_memory) fail("the claimed peak is not the replayed one");
+  if (replayed.peak_memory != r.schedule.peak_memory)
+    fail("the claimed peak is not the replayed one");
   const double claimed = r.schedule.makespan, actual = replayed.makespan;
   if (!(std::fabs(claimed - actual) <= 1e-9 * std::max(1.0, std::fabs(actual))))
     fail("the claimed makespan is not the replayed one");

@@ -190,12 +190,11 @@ std::string solve_line(const chain& c, size_type budget, const solve_options& o)
   } catch (const solver_error& e) {
     return std::string("refused ") + e.what();
   }
-  std::string line = "feasible " + std::to_string(r.feasible) + " min " +
-                     std::to_string(r.min_feasible_budget) + " unit " + std::to_string(r.unit) +
-                     " exact " + std::to_string(r.exact) + " makespan " + exact(r.schedule.makespan) +
-                     " peak " + std::to_string(r.schedule.peak_memory) + " ops " +
-                     ops_hash(r.schedule.ops) + " loss " + exact(r.memory_loss) + " " +
-                     exact(r.makespan_loss);
+  std::string line =
+      "feasible " + std::to_string(r.feasible) + " min " + std::to_string(r.min_feasible_budget) +
+      " unit " + std::to_string(r.unit) + " exact " + std::to_string(r.exact) + " makespan " +
+      exact(r.schedule.makespan) + " peak " + std::to_string(r.schedule.peak_memory) + " ops " +
+      ops_hash(r.schedule.ops) + " loss " + exact(r.memory_loss) + " " + exact(r.makespan_loss);
   if (r.feasible) line += " | " + plan_line(c, r.schedule.ops);
   return line;
 }

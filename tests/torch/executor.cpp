@@ -30,7 +30,8 @@ TEST_CASE("every solver, budgets from the least feasible to store-all: autograd'
     const remat::torch::profiled_chain p = remat::torch::profile(c.net, c.input, c.loss);
     const remat::chain& ch = p.chain;
     const remat::size_type store_all =
-        remat::solve(ch, remat::max_size, {.solver = remat::solver::store_all}).schedule.peak_memory;
+        remat::solve(ch, remat::max_size, {.solver = remat::solver::store_all})
+            .schedule.peak_memory;
     double worst = 0;
     for (remat::solver s : remat::all_solvers) {
       if (s == remat::solver::exhaustive && ch.length() > 7) continue;
@@ -95,7 +96,8 @@ TEST_CASE("cuda: autograd's gradients with dropout, each op's peak as predicted 
     CHECK(ch.input_size % 512 == 0);
     for (const remat::stage& st : ch.stages) CHECK(st.output_size % 512 == 0);
     const remat::size_type store_all =
-        remat::solve(ch, remat::max_size, {.solver = remat::solver::store_all}).schedule.peak_memory;
+        remat::solve(ch, remat::max_size, {.solver = remat::solver::store_all})
+            .schedule.peak_memory;
     for (remat::solver s : {remat::solver::optimal, remat::solver::sequential}) {
       const remat::size_type least = remat::solve(ch, 0, {.solver = s}).min_feasible_budget;
       remat::torch::executor ex(c.net, {.solve = {.solver = s}});

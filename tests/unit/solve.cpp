@@ -53,7 +53,8 @@ constexpr chain three_stages() {
   c.stages.resize(3);
   return c;
 }
-static_assert(remat::solve(three_stages(), 7, {.solver = solver::min_memory}).schedule.makespan == 9);
+static_assert(remat::solve(three_stages(), 7, {.solver = solver::min_memory}).schedule.makespan ==
+              9);
 static_assert(remat::solve(three_stages(), 7).schedule.makespan == 8);
 static_assert(!remat::solve(three_stages(), 7, {.slots = 3}).feasible);
 

@@ -121,7 +121,8 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
   }
   for (solve_result& r : baselines) {
     if (r.feasible && (!out.feasible || r.schedule.makespan < out.schedule.makespan)) {
-      out = detail::finish(c, solver::offload, budget, std::move(r.schedule.ops), r.schedule.makespan);
+      out = detail::finish(c, solver::offload, budget, std::move(r.schedule.ops),
+                           r.schedule.makespan);
       out.exact = false;
     }
   }

@@ -171,7 +171,8 @@ class executor {
                                    [](const op& o) { return is_transfer(o.kind); });
     const detail::step_context cx{stages_, state_, step_start_, recompute_, options_};
     if (moves) {
-      const detail::transfer_plan plan = detail::make_transfer_plan(e.profile.chain, r.schedule.ops);
+      const detail::transfer_plan plan =
+          detail::make_transfer_plan(e.profile.chain, r.schedule.ops);
       detail::step_run(cx, e.profile, r, &plan).run(input, loss);
     } else {
       detail::step_run(cx, e.profile, r, nullptr).run(input, loss);

@@ -73,7 +73,7 @@ struct step_result {
   bool feasible = false;  ///< false: no schedule fits the budget; nothing ran, nothing changed
   size_type budget = 0;
   size_type min_feasible_budget = 0;  ///< the least budget the solver finds a schedule for
-  remat::schedule schedule;               ///< the ops run, with the model's makespan and peak
+  remat::schedule schedule;           ///< the ops run, with the model's makespan and peak
   /// What the profile predicts each op allocates (`expected_op_peaks`) and their largest
   /// (`expected_peak`): what `op_peaks` and `measured_peak` should be. `expected_peak` is the
   /// model's `schedule.peak_memory`, or below it by a backward's slack (profiled_chain).

@@ -58,7 +58,8 @@ solve_result check_against_optimal(const chain& c, size_type budget) {
   CHECK(r.peak_memory == e.schedule.peak_memory);
   CHECK(close(r.makespan, e.schedule.makespan));
   if (o.feasible)
-    CHECK((e.schedule.makespan < o.schedule.makespan || close(e.schedule.makespan, o.schedule.makespan)));
+    CHECK((e.schedule.makespan < o.schedule.makespan ||
+           close(e.schedule.makespan, o.schedule.makespan)));
   return e;
 }
 
@@ -98,7 +99,8 @@ TEST_CASE("property: random chains of at most 5 stages, several budgets") {
       // At store-all's peak nothing beats store-all's time, and the search finds it.
       const solve_result at_top = remat::solve_exhaustive(c, top);
       REQUIRE(at_top.feasible);
-      CHECK(close(at_top.schedule.makespan, remat::simulate(c, remat::store_all_ops(stages)).makespan));
+      CHECK(close(at_top.schedule.makespan,
+                  remat::simulate(c, remat::store_all_ops(stages)).makespan));
     }
   }
 }

@@ -108,7 +108,8 @@ TEST_CASE("min-memory: the same schedule at every budget that fits") {
     const chain c = remat::testing::random_chain(rng, {1, 12, 10, true});
     const auto least = remat::solve_min_memory(c, remat::max_size);
     for (size_type extra = 0; extra <= 20; ++extra)
-      CHECK(remat::solve_min_memory(c, least.min_feasible_budget + extra).schedule == least.schedule);
+      CHECK(remat::solve_min_memory(c, least.min_feasible_budget + extra).schedule ==
+            least.schedule);
     if (least.min_feasible_budget > 0) {
       const auto below = remat::solve_min_memory(c, least.min_feasible_budget - 1);
       CHECK_FALSE(below.feasible);

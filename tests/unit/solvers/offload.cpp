@@ -43,7 +43,7 @@ TEST_CASE("chain A: below the recompute-only least budget, at store-all's time")
   CHECK(r.schedule.makespan == 21);
   CHECK(r.schedule.peak_memory <= 23);
   CHECK(remat::solve(c, 23).feasible == false);  // recompute-only needs 27
-  CHECK(offload(c, 27).schedule.makespan == 21);     // where recompute-only takes 29
+  CHECK(offload(c, 27).schedule.makespan == 21);  // where recompute-only takes 29
   CHECK(remat::solve(c, 27).schedule.makespan == 29);
   CHECK(r.min_feasible_budget <= 23);
   const auto none = offload(c, r.min_feasible_budget - 1);

@@ -127,7 +127,8 @@ TEST_CASE("sequential: from remat::solve, by name, and at compile time") {
     chain k{{{1, 1, 2, 3}, {1, 1, 2, 3}, {1, 1, 2, 3}, {1, 1, 2, 3}}, 2, 0, 0};
     const auto all = remat::solve_sequential(k, 1000);
     const auto two = remat::solve_sequential(k, all.schedule.peak_memory - 1);
-    return all.feasible && all.schedule.makespan == 8 && two.feasible && two.schedule.makespan == 10;
+    return all.feasible && all.schedule.makespan == 8 && two.feasible &&
+           two.schedule.makespan == 10;
   }());
 }
 

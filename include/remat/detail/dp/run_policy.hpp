@@ -126,11 +126,11 @@ constexpr solve_result run_slots(const chain& c, const dp_choice& d, const slott
   return f;
 }
 
-// The bound of a schedule of makespan `r.schedule.makespan` at `r.budget` against the exact optimum,
-// from the dense DP on the chain's sizes rounded down (`lb`: never above OPT on the chain's own
-// sizes, engines/search_bounds.hpp): `makespan_loss`, and `memory_loss`, the share of the budget
-// below which the exact optimum is no faster than this schedule. Where the bound reaches the
-// makespan, the schedule is the exact optimum.
+// The bound of a schedule of makespan `r.schedule.makespan` at `r.budget` against the exact
+// optimum, from the dense DP on the chain's sizes rounded down (`lb`: never above OPT on the
+// chain's own sizes, engines/search_bounds.hpp): `makespan_loss`, and `memory_loss`, the share of
+// the budget below which the exact optimum is no faster than this schedule. Where the bound reaches
+// the makespan, the schedule is the exact optimum.
 inline void bound_from(const model& md, const lower_bound_table& lb, solve_result& r) {
   const size_type m = r.budget - md.x[0];
   const std::size_t root = interval_index(md.L, 0, md.L);

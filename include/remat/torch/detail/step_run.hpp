@@ -48,8 +48,7 @@ struct step_context {
 class step_run {
  public:
   // `transfers`: the plan of a schedule that moves tensors (null otherwise), for `r.schedule`.
-  step_run(step_context cx, const profiled_chain& p, step_result& r,
-           const transfer_plan* transfers)
+  step_run(step_context cx, const profiled_chain& p, step_result& r, const transfer_plan* transfers)
       : cx_(cx),
         p_(p),
         r_(r),
