@@ -121,117 +121,167 @@ inline double elapsed_ms(std::chrono::steady_clock::time_point since) {
       .count();
 }
 
+// Profiles a list of stages and the loss, one measure at a time: each stage's no-grad forward
+// (output size, F_none's transient, forward time), its recording forward and backward (tape,
+// F_all's transient, backward overhead and time), then the loss. The model's state is put back
+// when `run` ends, whether it returns or throws.
+class chain_profiler {
+ public:
+  chain_profiler(const std::vector<stage>& list, const model_state& state,
+                 const at::Tensor& sample, const loss_function& loss,
+                 const profile_options& options)
+      : list_(list),
+        state_(state),
+        sample_(sample),
+        loss_(loss),
+        options_(options),
+        meter_(options.memory ? *options.memory : default_memory(sample.device())),
+        total_(options.warmup + options.runs) {}
+
+  profiled_chain run() {
+    saved_state saved(state_);
+    out_.input = tensor_shape::of(sample_);
+    out_.device = sample_.device();
+    out_.chain.input_size = bytes_of(sample_);
+    try {
+      define_gradients(state_.parameters);
+      at::Tensor a = sample_;  // a_k
+      for (std::size_t k = 0; k < list_.size(); ++k) a = profile_stage(k, a);
+      profile_loss(a);
+    } catch (...) {
+      saved.restore();
+      throw;
+    }
+    saved.restore();
+    remat::validate(out_.chain);
+    return std::move(out_);
+  }
+
+ private:
+  // What the runs of one stage measured, before they become the stage's costs.
+  struct stage_measures {
+    remat::stage costs;
+    size_type recording_overhead = 0;
+    size_type backward_rise = 0;  // the most the backward allocates above its start
+    std::vector<double> forward_ms, backward_ms;
+  };
+
+  bool measured(int run) const { return run >= options_.warmup; }  // warm-up runs fill caches
+
+  // Stage k on its input a_k: records its costs in the chain and returns a_{k+1}.
+  at::Tensor profile_stage(std::size_t k, const at::Tensor& a) {
+    stage_measures s;
+    at::Tensor next;
+    for (int r = 0; r < total_; ++r) {
+      next = at::Tensor();  // the previous run's output is not held while this one runs
+      next = measure_no_grad(k, a, r, s);
+    }
+    for (int r = 0; r < total_; ++r) measure_recorded(k, a, r, s);
+    remat::stage& st = s.costs;
+    // The model holds g_k (the size of a_k) with the tape while B(k) runs: the overhead is the
+    // rise above that, clamped at 0 (backward_slack).
+    st.backward_overhead = std::max<size_type>(0, s.backward_rise - bytes_of(a));
+    out_.backward_slack.push_back(std::max<size_type>(0, bytes_of(a) - s.backward_rise));
+    st.forward_time = median(s.forward_ms);
+    st.backward_time = median(s.backward_ms);
+    st.tape_size = std::max(st.tape_size, st.output_size);
+    if (s.recording_overhead != st.forward_overhead) st.recording_overhead = s.recording_overhead;
+    out_.chain.stages.push_back(st);
+    out_.recording_overheads.push_back(s.recording_overhead);
+    return next;
+  }
+
+  // One no-grad forward of stage k: the output's size and the transient memory.
+  at::Tensor measure_no_grad(std::size_t k, const at::Tensor& a, int run, stage_measures& s) {
+    const at::NoGradGuard no_grad;
+    meter_.reset_peak();
+    const size_type c0 = meter_.current();
+    const auto t0 = std::chrono::steady_clock::now();
+    at::Tensor y = in_stage(k, "forward (no grad)", [&] { return list_[k].forward(a); });
+    const double ms = elapsed_ms(t0);
+    const size_type c1 = meter_.current();
+    check_output(k, a, y);
+    if (run == 0) out_.outputs.push_back(tensor_shape::of(y));
+    check_shape(k, "its output's shape changes from run to run", y);
+    if (measured(run)) {
+      s.costs.output_size = std::max(s.costs.output_size, c1 - c0);
+      s.costs.forward_overhead = std::max(s.costs.forward_overhead, meter_.peak() - c1);
+      s.forward_ms.push_back(ms);
+    }
+    return y;
+  }
+
+  // One recording forward of stage k, then its backward with an incoming gradient of ones.
+  void measure_recorded(std::size_t k, const at::Tensor& a, int run, stage_measures& s) {
+    at::Tensor x = recording_input(a);
+    meter_.reset_peak();
+    const size_type c0 = meter_.current();
+    at::Tensor y = in_stage(k, "forward (recording)", [&] { return list_[k].forward(x); });
+    const size_type c1 = meter_.current();
+    check_output(k, x, y);
+    check_differentiable(k, y);
+    check_shape(k, "its output's shape differs when recorded", y);
+    const size_type recording_peak = meter_.peak();
+    at::Tensor g = at::ones_like(y);
+    meter_.reset_peak();
+    const size_type c2 = meter_.current();
+    const auto t0 = std::chrono::steady_clock::now();
+    in_stage(k, "backward", [&] { ::torch::autograd::backward({y}, {g}); });
+    const double ms = elapsed_ms(t0);
+    if (measured(run)) {
+      s.costs.tape_size = std::max(s.costs.tape_size, c1 - c0);
+      s.recording_overhead = std::max(s.recording_overhead, recording_peak - c1);
+      s.backward_rise = std::max(s.backward_rise, meter_.peak() - c2);
+      s.backward_ms.push_back(ms);
+    }
+  }
+
+  // The loss's forward and backward together, on a_L.
+  void profile_loss(const at::Tensor& a) {
+    std::vector<double> ms;
+    size_type rise = 0;
+    for (int r = 0; r < total_; ++r) {
+      at::Tensor leaf = a.detach().requires_grad_(true);
+      meter_.reset_peak();
+      const size_type c0 = meter_.current();
+      const auto t0 = std::chrono::steady_clock::now();
+      in_stage(model_error::no_stage, "loss", [&] {
+        at::Tensor l = loss_(leaf);
+        check_loss(l);
+        l.backward();
+      });
+      const double elapsed = elapsed_ms(t0);
+      if (measured(r)) {
+        rise = std::max(rise, meter_.peak() - c0);
+        ms.push_back(elapsed);
+      }
+    }
+    out_.chain.loss_overhead = std::max<size_type>(0, rise - bytes_of(a));
+    out_.backward_slack.push_back(std::max<size_type>(0, bytes_of(a) - rise));
+    out_.chain.loss_time = median(ms);
+  }
+
+  void check_shape(std::size_t k, const char* what, const at::Tensor& y) const {
+    if (tensor_shape::of(y) != out_.outputs[k])
+      throw model_error(k, std::string(what) + " (" + to_string(out_.outputs[k]) + ", then " +
+                               to_string(tensor_shape::of(y)) + ")");
+  }
+
+  const std::vector<stage>& list_;
+  const model_state& state_;
+  const at::Tensor& sample_;
+  const loss_function& loss_;
+  const profile_options& options_;
+  memory_meter& meter_;
+  int total_;
+  profiled_chain out_;
+};
+
 // Profiles `stages` on `sample` with `loss`, their state found beforehand (`discover`).
 inline profiled_chain profile_stages(const std::vector<stage>& list, const model_state& state,
                                      const at::Tensor& sample, const loss_function& loss,
                                      const profile_options& options) {
-  memory_meter& m = options.memory ? *options.memory : default_memory(sample.device());
-  saved_state saved(state);
-  const int total = options.warmup + options.runs;
-
-  profiled_chain out;
-  out.input = tensor_shape::of(sample);
-  out.device = sample.device();
-  out.chain.input_size = bytes_of(sample);
-  try {
-    define_gradients(state.parameters);
-    at::Tensor a = sample;  // a_k
-    for (std::size_t k = 0; k < list.size(); ++k) {
-      remat::stage st;
-      size_type recording_overhead = 0;
-      size_type backward_rise = 0;  // the most the backward allocates above its start
-      std::vector<double> fw, bw;
-      at::Tensor next;
-      for (int r = 0; r < total; ++r) {
-        // No-grad forward: the output's size and the transient memory.
-        next = at::Tensor();
-        const at::NoGradGuard no_grad;
-        m.reset_peak();
-        const size_type c0 = m.current();
-        const auto t0 = std::chrono::steady_clock::now();
-        at::Tensor y = in_stage(k, "forward (no grad)", [&] { return list[k].forward(a); });
-        const double ms = elapsed_ms(t0);
-        const size_type c1 = m.current();
-        check_output(k, a, y);
-        if (r == 0) out.outputs.push_back(tensor_shape::of(y));
-        if (tensor_shape::of(y) != out.outputs[k])
-          throw model_error(k, "its output's shape changes from run to run (" +
-                                   to_string(out.outputs[k]) + ", then " +
-                                   to_string(tensor_shape::of(y)) + ")");
-        if (r >= options.warmup) {  // warm-up runs may fill caches: not measured
-          st.output_size = std::max(st.output_size, c1 - c0);
-          st.forward_overhead = std::max(st.forward_overhead, m.peak() - c1);
-          fw.push_back(ms);
-        }
-        next = std::move(y);
-      }
-      for (int r = 0; r < total; ++r) {
-        // Recording forward, then backward with an incoming gradient of ones.
-        at::Tensor x = recording_input(a);
-        m.reset_peak();
-        const size_type c0 = m.current();
-        at::Tensor y = in_stage(k, "forward (recording)", [&] { return list[k].forward(x); });
-        const size_type c1 = m.current();
-        check_output(k, x, y);
-        check_differentiable(k, y);
-        if (tensor_shape::of(y) != out.outputs[k])
-          throw model_error(k, "its output's shape differs when recorded (" +
-                                   to_string(out.outputs[k]) + ", then " +
-                                   to_string(tensor_shape::of(y)) + ")");
-        const size_type recording_peak = m.peak();
-        at::Tensor g = at::ones_like(y);
-        m.reset_peak();
-        const size_type c2 = m.current();
-        const auto t0 = std::chrono::steady_clock::now();
-        in_stage(k, "backward", [&] { ::torch::autograd::backward({y}, {g}); });
-        const double ms = elapsed_ms(t0);
-        if (r >= options.warmup) {
-          st.tape_size = std::max(st.tape_size, c1 - c0);
-          recording_overhead = std::max(recording_overhead, recording_peak - c1);
-          backward_rise = std::max(backward_rise, m.peak() - c2);
-          bw.push_back(ms);
-        }
-      }
-      // The model holds g_k (the size of a_k) with the tape while B(k) runs: the overhead is
-      // the rise above that, clamped at 0 (backward_slack).
-      st.backward_overhead = std::max<size_type>(0, backward_rise - bytes_of(a));
-      out.backward_slack.push_back(std::max<size_type>(0, bytes_of(a) - backward_rise));
-      st.forward_time = median(fw);
-      st.backward_time = median(bw);
-      st.tape_size = std::max(st.tape_size, st.output_size);
-      if (recording_overhead != st.forward_overhead) st.recording_overhead = recording_overhead;
-      out.chain.stages.push_back(st);
-      out.recording_overheads.push_back(recording_overhead);
-      a = std::move(next);
-    }
-    std::vector<double> lt;
-    size_type loss_rise = 0;
-    for (int r = 0; r < total; ++r) {
-      at::Tensor leaf = a.detach().requires_grad_(true);
-      m.reset_peak();
-      const size_type c0 = m.current();
-      const auto t0 = std::chrono::steady_clock::now();
-      in_stage(model_error::no_stage, "loss", [&] {
-        at::Tensor l = loss(leaf);
-        check_loss(l);
-        l.backward();
-      });
-      const double ms = elapsed_ms(t0);
-      if (r >= options.warmup) {
-        loss_rise = std::max(loss_rise, m.peak() - c0);
-        lt.push_back(ms);
-      }
-    }
-    out.chain.loss_overhead = std::max<size_type>(0, loss_rise - bytes_of(a));
-    out.backward_slack.push_back(std::max<size_type>(0, bytes_of(a) - loss_rise));
-    out.chain.loss_time = median(lt);
-  } catch (...) {
-    saved.restore();
-    throw;
-  }
-  saved.restore();
-  remat::validate(out.chain);
-  return out;
+  return chain_profiler(list, state, sample, loss, options).run();
 }
 
 }  // namespace detail
