@@ -14,8 +14,10 @@
 
 #include <remat/chain.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -48,15 +50,15 @@ struct in_place_output {
 /// `saved_internal` the bytes it keeps besides for its backward (a dropout mask, say).
 struct graph_node {
   std::string name;
-  std::vector<std::size_t> inputs;
-  std::vector<std::size_t> outputs;
+  std::vector<std::size_t> inputs{};
+  std::vector<std::size_t> outputs{};
   double forward_time = 0;
   double backward_time = 0;
   size_type forward_transient = 0;
   size_type backward_transient = 0;
-  std::vector<std::size_t> saved;
+  std::vector<std::size_t> saved{};
   size_type saved_internal = 0;
-  std::vector<in_place_output> in_place;
+  std::vector<in_place_output> in_place{};
   friend bool operator==(const graph_node&, const graph_node&) = default;
 };
 
@@ -184,7 +186,7 @@ inline bool contains(const std::vector<std::size_t>& xs, std::size_t x) {
 /// an in-place output aliases an activation among the node's inputs (not the graph's input, which
 /// the step keeps), of the same size, which no later node reads, no other node writes in place
 /// and no node saves (its bytes change under its readers' backward); the last node has exactly
-/// one output.
+/// one output; the graph's total memory fits 64 bits.
 inline void validate(const graph& g) {
   auto node_fail = [&](std::size_t n, std::size_t v, const std::string& rule) {
     throw graph_error(n, v, detail::node_label(g, n) + ": " + rule);
@@ -325,6 +327,29 @@ inline void validate(const graph& g) {
       node_fail(overwritten_by[v], v,
                 "writes in place into " + detail::value_label(g, v) +
                     ", which a node's backward reads (saved)");
+  // Every figure derived from the graph (a block's tape, peaks with gradients and transients, the
+  // chain's totals) is at most three times the activations' bytes (value, tape copy, gradient)
+  // plus the internal bytes and the largest transient: that must fit a signed 64-bit integer.
+  {
+    size_type total = 0, largest = g.loss_overhead;
+    bool overflow = false;
+    auto add = [&](size_type v) {
+      if (total > std::numeric_limits<size_type>::max() - v) overflow = true;
+      else total += v;
+    };
+    for (const graph_value& x : g.values)
+      if (x.kind != value_kind::global)
+        for (int i = 0; i < 3; ++i) add(x.size);
+    for (const graph_node& node : g.nodes) {
+      add(node.saved_internal);
+      largest = std::max({largest, node.forward_transient, node.backward_transient});
+    }
+    add(largest);
+    if (overflow)
+      throw graph_error(graph_error::none, graph_error::none,
+                        "graph: the graph's total memory (three times the activations' bytes, "
+                        "the internal bytes and the largest transient) overflows 64 bits");
+  }
   const graph_node& last = g.nodes.back();
   if (last.outputs.size() != 1)
     node_fail(g.nodes.size() - 1, graph_error::none,
