@@ -407,6 +407,7 @@ def _analyse_or_culprit(traced, params, values, input_name):
             for b, s in zip(buffers, saved_buffers):
                 b.data.copy_(s)
         torch.set_rng_state(rng)
+        interp.env.clear()
 
     # Later readers of an aliased input read the alias (the same tensor).
     for n in nodes:
@@ -567,6 +568,7 @@ def _cut(traced, a, signature, input_name):
                           if lo <= lin.blocks[k].first < hi))
     extra = [(name, f"input:{name}") for n, name in a.placeholders.items()
              if kind[n] != "input"]
+    value.clear()  # the sample's values: freed now, not by a later garbage collection
     return Split(traced, blocks, context, block_nodes, input_name, extra, signature,
                  _rebuild_fn(a.structure, a.out_node), len(lin.cut_nodes), len(node_at), dropped,
                  a.leaves, shares)
@@ -606,5 +608,8 @@ def _block(traced, a, b, bin_, bout, block_of, home, exported=frozenset()):
                 env[n] = g.call_module("remat_context", (f"meta:{n.name}", env[n]))
     g.output(env[bout])
     gm = fx.GraphModule(traced, g, f"block{b}")
+    # `get` refers to itself: a cycle that would hold the sample's values (through `a`) until the
+    # garbage collector runs, in the middle of a measured step.
+    get = None
     return gm, from_context
 
