@@ -5,7 +5,9 @@
 #include "bandwidth_arg.hpp"
 
 #include <remat/io/chain_json.hpp>
+#include <remat/io/graph_json.hpp>
 #include <remat/zoo.hpp>
+#include <remat/zoo/graphs.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -33,7 +35,7 @@ std::string usage() {
   std::string text =
       "usage: remat-zoo MODEL [--batch N] [--image S | --seq S] [--dtype fp32|fp16|bf16]\n"
       "                 [--peak-flops F] [--bandwidth B] [--layers N] [--ops]\n"
-      "                 [--pcie 4|5 | --transfer BW] [-o FILE]\n"
+      "                 [--pcie 4|5 | --transfer BW] [--graph] [-o FILE]\n"
       "MODEL:";
   for (const std::string_view m : remat::zoo::model_names) text += " " + std::string(m);
   return text +
@@ -51,7 +53,9 @@ std::string usage() {
          "                   way) or 5.0 x16 (47 GB/s device to host, 55 GB/s host to device)\n"
          "  --transfer BW    a link of BW, e.g. 25GB/s, or OUT,IN as 47GB/s,55GB/s (B/s, KB/s,\n"
          "                   MB/s, GB/s, TB/s: 1000s; KiB/s, MiB/s, GiB/s, TiB/s: 1024s; a bare\n"
-         "                   number is bytes per ms, the file's units)\n";
+         "                   number is bytes per ms, the file's units)\n"
+         "  --graph          write the op-level graph (docs/graph-format.md) instead of a chain:\n"
+         "                   resnet50/101/152, densenet121, gpt2-*, and unet (a U-Net)\n";
 }
 
 remat::size_type parse_count(std::string_view option, std::string_view text) {
@@ -93,6 +97,7 @@ struct request {
   std::optional<remat::tools::bandwidth_arg> transfer;  ///< --pcie or --transfer
   std::optional<int> pcie;                              ///< --pcie, recorded under `zoo`
   bool help = false;
+  bool graph = false;  ///< --graph
 };
 
 request parse(const std::vector<std::string_view>& args) {
@@ -108,6 +113,10 @@ request parse(const std::vector<std::string_view>& args) {
         throw usage_error("more than one model: \"" + r.model + "\" and \"" + std::string(a) +
                           "\"");
       r.model = a;
+      continue;
+    }
+    if (a == "--graph") {
+      r.graph = true;
       continue;
     }
     if (a == "--ops") {
@@ -148,6 +157,8 @@ request parse(const std::vector<std::string_view>& args) {
     }
   }
   if (r.model.empty()) throw usage_error("no model given");
+  if (r.graph && (r.transfer || r.options.operators))
+    throw usage_error("--graph: graphs take neither --ops nor a link (--pcie, --transfer)");
   return r;
 }
 
@@ -193,7 +204,15 @@ int main(int argc, char** argv) {
       std::cout << usage();
       return 0;
     }
-    const std::string text = document(remat::zoo::build(r.model, r.options), r).dump(2) + "\n";
+    std::string text;
+    if (r.graph) {
+      remat::zoo::graph_network n = remat::zoo::build_graph(r.model, r.options);
+      remat::io::graph_file f{std::move(n.graph), n.name, std::string(time_unit),
+                              std::string(memory_unit)};
+      text = remat::io::to_json(f).dump(2) + "\n";
+    } else {
+      text = document(remat::zoo::build(r.model, r.options), r).dump(2) + "\n";
+    }
     if (r.output) {
       std::ofstream out(*r.output, std::ios::binary | std::ios::trunc);
       out << text;

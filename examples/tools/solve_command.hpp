@@ -3,6 +3,7 @@
 // (solve_sweep.hpp). The contract is docs/chain-format.md, "remat-solve".
 #pragma once
 
+#include "graph_input.hpp"
 #include "solve_args.hpp"
 #include "solve_report.hpp"
 #include "solve_sweep.hpp"
@@ -12,6 +13,7 @@
 
 #include <exception>
 #include <new>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -31,7 +33,11 @@ inline int run_solve(std::span<const std::string_view> args, std::ostream& out, 
       out << usage_text();
       return found;
     }
-    io::chain_file file = io::read_chain_file(req.chain_path);
+    // A graph file is linearized into the chain of its blocks; everything below takes that chain.
+    const std::optional<graph_input> graph_in = read_graph_input(req.chain_path);
+    io::chain_file file = graph_in ? graph_in->chain : io::read_chain_file(req.chain_path);
+    if (graph_in && req.bandwidth)
+      throw usage_error("--bandwidth: graphs are solved without offloading");
     if (req.bandwidth) {
       try {
         set_transfer(file.chain, *req.bandwidth, file.time_unit, file.memory_unit);
@@ -42,6 +48,7 @@ inline int run_solve(std::span<const std::string_view> args, std::ostream& out, 
     if (req.what == command::info) {
       const info_report rep = compute_info(file, req);
       out << (req.json ? format_info_json(rep) : format_info(rep));
+      if (graph_in && !req.json) out << format_graph_info(*graph_in, file.memory_unit);
       return found;
     }
     if (req.what == command::sweep) {
@@ -54,12 +61,22 @@ inline int run_solve(std::span<const std::string_view> args, std::ostream& out, 
     }
     const solve_report rep = compute_report(file, req);
     // Built completely before anything is written, so a failure leaves stdout empty.
-    const std::string text = req.json ? format_json(rep) : format_report(rep);
+    std::string text = req.json ? format_json(rep) : format_report(rep);
+    if (graph_in && rep.result.feasible) {
+      const node_replay r =
+          confirm_at_node_level(*graph_in, rep.result.schedule, rep.replayed.peak_memory);
+      if (!req.json)
+        text += "node level " + std::to_string(r.steps) + " node steps replayed, peak " +
+                detail::format_memory(r.peak_memory, file.memory_unit) +
+                " (within the chain's)\n";
+    }
     out << text;
     return rep.result.feasible ? found : does_not_fit;
   } catch (const usage_error& e) {
     err << "remat-solve: " << e.what() << "\nTry 'remat-solve --help' for more information.\n";
   } catch (const io::chain_file_error& e) {
+    err << "remat-solve: " << e.what() << '\n';
+  } catch (const io::graph_file_error& e) {
     err << "remat-solve: " << e.what() << '\n';
   } catch (const solver_error& e) {
     err << "remat-solve: " << e.what() << '\n';
