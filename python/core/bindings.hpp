@@ -9,7 +9,7 @@ namespace remat::python {
 
 namespace py = pybind11;
 
-/// ChainError, ChainFileError and SolverError (classes made in remat/__init__.py) and the
+/// ChainError, ChainFileError, SolverError and GraphError (classes made in remat/__init__.py) and the
 /// translation of the library's exceptions into them.
 void bind_errors(py::module_& m);
 /// Stage, Transfer, Chain (as `remat::io::chain_file`: numbers, names, units) and read_chain.
@@ -18,5 +18,7 @@ void bind_chains(py::module_& m);
 void bind_schedules(py::module_& m);
 /// SolveResult, solve, trade_off, solvers and needs_link.
 void bind_solve(py::module_& m);
+/// Graph, GraphValue, GraphNode, GraphBlock, Linearization, linearize and parse_size.
+void bind_graphs(py::module_& m);
 
 }  // namespace remat::python

@@ -6,19 +6,26 @@
     r = remat.solve(chain, 40, slots="exact")
     print(r.makespan, r.peak_memory, " ".join(map(str, r.ops)))
 
-Chains, solvers and the simulator are remat's C++ library, bound with pybind11 (module
+Chains, solvers, the simulator, graphs and their cut points are remat's C++ library, bound with pybind11 (module
 remat._core): results are the library's. remat.torch runs schedules on PyTorch models.
 """
 
 from ._core import (
     Chain,
+    Graph,
+    GraphBlock,
+    GraphNode,
+    GraphValue,
+    Linearization,
     Op,
     ReplayResult,
     SolveResult,
     Stage,
     Transfer,
     __version__,
+    linearize,
     needs_link,
+    parse_size,
     read_chain,
     simulate,
     solve,
@@ -49,12 +56,26 @@ class SolverError(ValueError):
     change."""
 
 
-_core._register_errors(ChainError, ChainFileError, SolverError)
+class GraphError(ValueError):
+    """A graph that breaks docs/graphs.md's rules: `node` and `value` are the offending node's and
+    value's indices (None where the rule concerns neither)."""
+
+    node = None
+    value = None
+
+
+_core._register_errors(ChainError, ChainFileError, SolverError, GraphError)
 
 __all__ = [
     "Chain",
     "ChainError",
     "ChainFileError",
+    "Graph",
+    "GraphBlock",
+    "GraphError",
+    "GraphNode",
+    "GraphValue",
+    "Linearization",
     "Op",
     "ReplayResult",
     "SolveResult",
@@ -62,7 +83,9 @@ __all__ = [
     "Stage",
     "Transfer",
     "__version__",
+    "linearize",
     "needs_link",
+    "parse_size",
     "read_chain",
     "simulate",
     "solve",

@@ -1,8 +1,12 @@
-"""remat.torch: an nn.Sequential (or a list of modules) trained within a memory budget.
+"""remat.torch: any nn.Module (or an nn.Sequential, or a list of modules) trained within a
+memory budget.
 
-    m = remat.torch.Checkpointed(net, sample, budget=64 << 20, loss=loss_fn)
+    m = remat.torch.Checkpointed(net, sample, budget="200MB", loss=loss_fn)
     y = m(x)                      # the schedule's forward part
     loss_fn(y).backward()         # the rest: recomputations and backwards, through autograd
+
+A model that is not an nn.Sequential or a list of modules is traced with torch.fx and cut at
+the cut points remat.linearize finds (module remat._fx): one stage per block.
 
 What it does mirrors remat::torch's C++ executor (include/remat/torch/executor.hpp): the stages
 are profiled at each input shape by remat::torch::profile (module remat._torch; times, and sizes
@@ -16,12 +20,15 @@ Gradients of parameters and of the input are those of plain autograd, bit for bi
 
 from __future__ import annotations
 
+import numbers
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import torch
 
-from . import Chain, Stage, simulate, solve
+from . import Chain, Stage, parse_size, simulate, solve
+from . import _fx
 
 try:
     from . import _torch as _meter
@@ -32,7 +39,8 @@ except ImportError as e:  # pragma: no cover - depends on the build
         "of CMake's configure output)"
     ) from e
 
-__all__ = ["Checkpointed", "ModelError", "BudgetError", "Profile", "profile", "cpu_meter"]
+__all__ = ["Checkpointed", "ModelError", "BudgetError", "FewCutsWarning", "Profile", "profile",
+           "cpu_meter"]
 
 
 class ModelError(ValueError):
@@ -55,6 +63,11 @@ def _model_error(message, stage_index):
 
 
 _meter._register_model_error(_model_error)
+
+
+class FewCutsWarning(UserWarning):
+    """A traced model one of whose blocks holds most of its activation bytes: remat can only
+    keep or recompute that block whole."""
 
 
 class BudgetError(ValueError):
@@ -408,6 +421,64 @@ def _stage_list(stages):
     return out
 
 
+def _fuse_aliasing(stages, sample, rng):
+    """The stages, each stage whose output is its input or a view of it (an in-place ReLU, a
+    flatten) fused with the stage before it: such a stage cannot run alone on a detached input
+    (a leaf that requires grad cannot be written in place) and holds no memory of its own. The
+    stages run once without gradients to find them; buffers and generators are put back. Also
+    the indices of the stages fused."""
+    every = []
+    for s in stages:
+        _add_unique(every, list(s.buffers()))
+    copies = _clones(every)
+    saved_rng = rng.save()
+    out, fused = [], []
+    try:
+        a = sample
+        with torch.no_grad():
+            for k, s in enumerate(stages):
+                y = _in_stage(k, "forward", s, a)
+                if (isinstance(y, torch.Tensor) and y.numel() > 0 and a.numel() > 0
+                        and _storage_ptr(y) == _storage_ptr(a)):
+                    if not out:
+                        raise ModelError(k, "returns the model's input or a view of it (an "
+                                            "in-place op on the input?); the step keeps the input "
+                                            "as it is")
+                    prev = out[-1]
+                    out[-1] = torch.nn.Sequential(*(prev if k - 1 in fused else [prev]), s)
+                    fused.append(k)
+                else:
+                    out.append(s)
+                a = y
+    finally:
+        _copy_into(every, copies)
+        rng.restore(saved_rng)
+    return out, fused
+
+
+def _budget_bytes(budget, store_all):
+    """A budget as bytes: an int, a size string ("8GB", "512MiB", remat.parse_size's) or a share
+    of the store-all peak ("40%"); `store_all` gives that peak when asked."""
+    if isinstance(budget, str):
+        text = budget.strip()
+        if text.endswith("%"):
+            try:
+                share = float(text[:-1])
+            except ValueError:
+                share = -1.0
+            if not 0 < share <= 1000:
+                raise ValueError(f"budget '{budget}': a share of the store-all peak must be a "
+                                 "number above 0 followed by % (e.g. '40%')")
+            return int(store_all() * share / 100)
+        return parse_size(text)
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Integral):
+        raise TypeError(f"budget must be bytes (an int), a size ('8GB', '512MiB') or a share of "
+                        f"the store-all peak ('40%'), not {type(budget).__name__}")
+    if budget < 0:
+        raise ValueError(f"budget must be >= 0 (got {budget})")
+    return int(budget)
+
+
 # --- running a schedule ----------------------------------------------------------------------------
 
 class _Schedule:
@@ -536,44 +607,139 @@ class _Run(torch.autograd.Function):
 class _Entry:
     profile: Profile
     plans: dict = field(default_factory=dict)  # (budget, solver, slots) -> _Schedule
+    store_all_peak: int = None
+
+    def store_all(self):
+        if self.store_all_peak is None:
+            self.store_all_peak = solve(self.profile.chain, 1 << 62,
+                                        solver="store-all").peak_memory
+        return self.store_all_peak
 
 
 class Checkpointed(torch.nn.Module):
-    """`stages` (an nn.Sequential or a list of modules) run within `budget` bytes of activations,
-    tapes, their gradients and workspace (the input included; parameters, their gradients and
-    the optimizer's state outside it), by the schedule of `solver`.
+    """`model` run within `budget` bytes of activations, tapes, their gradients and workspace
+    (the input included; parameters, their gradients and the optimizer's state outside it), by
+    the schedule of `solver`.
 
-    `sample` is an input the model is profiled on at construction; an input of another shape is
-    profiled when it first comes. `loss` is the function of the last stage's output you train
-    with (default: the mean square); it is used only to profile the loss, so that the prediction
-    of the loss's memory is exact. `slots` is passed to remat.solve.
+    `model` is an nn.Sequential or a list of modules (one stage each; a stage whose output is
+    its input or a view of it, such as an in-place ReLU, is fused with the stage before it), or
+    any other nn.Module, which is traced with torch.fx and cut at its cut points into blocks,
+    one stage each (docs/python.md, "Any model"; `leaf_modules`, qualified names or classes of
+    submodules to keep whole; a submodule whose code cannot be traced is kept whole anyway).
+    `sample` is what the model is called with at construction, where it is profiled: a tensor,
+    a tuple of positional arguments or a dict of keyword arguments; the chain starts from the
+    first tensor argument, and the other arguments must need no gradient. An input of another
+    shape is profiled when it first comes.
+
+    `budget`: bytes, a size string ("8GB", "512MiB") or a share of the store-all peak ("40%").
+    `loss` is the function you train with, of what the model returns (default: the mean
+    square); it is used only to profile the loss, so that the prediction of the loss's memory
+    is exact. `slots` is passed to remat.solve.
 
     `m(x)` in training mode with gradients enabled runs the schedule's forward part and returns
-    the last stage's output; its backward (`loss(y).backward()`) runs the rest. Otherwise (eval
-    mode or no_grad) the stages simply run in turn. After a step: `plan`, `expected_peak`,
+    what the model returns; its backward (`loss(y).backward()`) runs the rest. Otherwise (eval
+    mode or no_grad) the model simply runs. After a step: `plan`, `expected_peak`,
     `measured_peak`, `expected_op_peaks`, `op_peaks`, `within_budget`, `as_predicted`,
-    `outside_schedule`.
+    `outside_schedule`, and `report()`.
     """
 
-    def __init__(self, stages, sample, budget, solver="optimal", loss=None, slots=None,
-                 warmup=1, runs=3, enforce_budget=False):
+    def __init__(self, model, sample, budget, solver="optimal", loss=None, slots=None,
+                 warmup=1, runs=3, enforce_budget=False, leaf_modules=()):
         super().__init__()
-        self.stages = torch.nn.ModuleList(_stage_list(stages))
+        self.split = None
+        self.fused = []
+        self._rng_device = None
+        if isinstance(model, (torch.nn.Sequential, torch.nn.ModuleList, list, tuple)):
+            if not isinstance(sample, torch.Tensor):
+                raise TypeError("with stages (an nn.Sequential or a list of modules), the sample "
+                                f"is one tensor, not {type(sample).__name__}")
+            x = sample
+            stages, self.fused = _fuse_aliasing(_stage_list(model), x, _Rng(x.device))
+            self.user_loss = loss
+            self.loss = loss or _default_loss
+        elif isinstance(model, torch.nn.Module):
+            args, kwargs = _sample_args(sample)
+            try:
+                self.split = _fx.split(model, args, kwargs, leaf_modules)
+            except _fx._ModelError as e:
+                raise ModelError(None, str(e)) from None
+            self.model = model
+            x = self._bind(args, kwargs, first=True)
+            stages = self.split.blocks
+            rebuild = self.split.rebuild
+            self.user_loss = loss
+            self.loss = (lambda y: loss(rebuild(y))) if loss is not None else _default_loss
+            self._warn_few_cuts()
+        else:
+            raise TypeError("remat.torch takes an nn.Module, an nn.Sequential or a list of "
+                            f"modules, not a {type(model).__name__}")
+        self.stages = torch.nn.ModuleList(stages)
         self._stage_modules = list(self.stages)  # indexing a ModuleList costs a Python call
         self.budget = budget
         self.solver = solver
         self.slots = slots
-        self.loss = loss or _default_loss
         self.warmup, self.runs = warmup, runs
         self.enforce_budget = enforce_budget
         self._shapes = {}
         self._state = None
-        self._rng = _Rng(sample.device)
-        self._meter = _meter_for(sample)
+        self._rng = _Rng(x.device)
+        self._meter = _meter_for(x)
         self._probe = torch.empty(0, requires_grad=True)
         self.last = None
-        self._plan_for(sample)
-        self._last_key = _shape(sample)
+        self._plan_for(x)
+        self._last_key = self._key(x)
+
+    # -- traced models: arguments and output --
+
+    def _bind(self, args, kwargs, first=False):
+        """The chain's input among a call's arguments; the others go to the blocks' context."""
+        split = self.split
+        try:
+            bound = _fx.bind(split.signature, args, kwargs)
+        except TypeError as e:
+            raise TypeError(f"{type(self.model).__name__}.forward: {e}") from None
+        except _fx._ModelError as e:
+            raise ModelError(None, str(e)) from None
+        values = {}
+        for name, p in split.signature.parameters.items():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            values[name] = bound.arguments[name] if name in bound.arguments else p.default
+        if first:
+            self._traced_with = {n: v for n, v in values.items()
+                                 if not isinstance(v, torch.Tensor)}
+        for n, v in self._traced_with.items():
+            if not (values[n] is v or (type(values[n]) is type(v) and values[n] == v)):
+                raise ModelError(None, f"argument '{n}' is {values[n]!r}; the model was traced "
+                                       f"with {v!r}, and its blocks hold that value")
+        x = values[split.input_name]
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"argument '{split.input_name}' must be a tensor (the chain's input), "
+                            f"not {type(x).__name__}")
+        for name, key in split.extra_inputs:
+            v = values[name]
+            if isinstance(v, torch.Tensor) and v.requires_grad:
+                raise ModelError(None, f"input '{name}' requires grad: only the first tensor "
+                                       f"argument ('{split.input_name}') is the chain's input")
+            split.context.values[key] = v
+        self._extras = tuple(_shape(values[name]) if isinstance(values[name], torch.Tensor)
+                             else None for name, _ in split.extra_inputs)
+        return x
+
+    def _key(self, x):
+        return (_shape(x), self._extras) if self.split is not None else _shape(x)
+
+    def _warn_few_cuts(self):
+        shares = self.split.shares
+        k = max(range(len(shares)), key=lambda i: shares[i])
+        if shares[k] > 0.5:
+            nodes = self.split.block_nodes[k]
+            warnings.warn(
+                f"{type(self.model).__name__}: block {k} of {len(shares)} (nodes '{nodes[0]}' .. "
+                f"'{nodes[-1]}', {len(nodes)} of {self.split.nodes}) holds "
+                f"{shares[k]:.0%} of the model's activation bytes: remat can only keep or "
+                "recompute it whole, so budgets below its size are infeasible (the graph has "
+                f"{self.split.cut_points} cut points)", FewCutsWarning, stacklevel=3)
 
     # -- profiles and plans --
 
@@ -587,7 +753,7 @@ class Checkpointed(torch.nn.Module):
 
     def _plan_for(self, x):
         self._discover(x)
-        key = _shape(x)
+        key = self._key(x)
         entry = self._shapes.get(key)
         if entry is None:
             entry = _Entry(_profile(list(self.stages), x, self.loss, self._meter, self._rng,
@@ -619,8 +785,14 @@ class Checkpointed(torch.nn.Module):
         entry = self._shapes[self._last_key]
         return entry, self._plan_for_key(entry)
 
+    @property
+    def budget_bytes(self):
+        """The budget in bytes at the last input shape ("40%" resolved against that shape's
+        store-all peak)."""
+        return _budget_bytes(self.budget, self._current[0].store_all)
+
     def _plan_for_key(self, entry):
-        budget = int(self.budget)
+        budget = _budget_bytes(self.budget, entry.store_all)
         k = (budget, self.solver, self.slots)
         if k not in entry.plans:
             entry.plans[k] = _Schedule(entry.profile, solve(entry.profile.chain, budget,
@@ -629,21 +801,30 @@ class Checkpointed(torch.nn.Module):
 
     # -- running --
 
-    def forward(self, x):
-        if not (self.training and torch.is_grad_enabled()):
-            for s in self.stages:
-                x = s(x)
-            return x
+    def forward(self, *args, **kwargs):
+        if self.split is None:
+            if kwargs or len(args) != 1:
+                raise TypeError("a Checkpointed of stages takes one tensor")
+            x = args[0]
+            if not (self.training and torch.is_grad_enabled()):
+                for s in self.stages:
+                    x = s(x)
+                return x
+        else:
+            if not (self.training and torch.is_grad_enabled()):
+                return self.model(*args, **kwargs)
+            x = self._bind(args, kwargs)
         entry, schedule = self._plan_for(x)
-        self._last_key = _shape(x)
+        self._last_key = self._key(x)
         plan = schedule.result
         if not plan.feasible:
             raise BudgetError(
-                f"no schedule fits {int(self.budget)} bytes at input {tuple(x.shape)} "
+                f"no schedule fits {plan.budget} bytes at input {tuple(x.shape)} "
                 f"({plan.solver}); the least is {plan.min_feasible_budget} bytes",
                 plan.min_feasible_budget)
         self.last = None
-        return _Run.apply(self, entry, schedule, x, self._probe)
+        y = _Run.apply(self, entry, schedule, x, self._probe)
+        return y if self.split is None else self.split.rebuild(y)
 
     def _measure(self, step, i, outside):
         total = self._meter.peak() - step.base
@@ -652,10 +833,10 @@ class Checkpointed(torch.nn.Module):
         peak = total - outside
         step.op_peaks.append(peak)
         step.op_totals.append(total)
-        if self.enforce_budget and peak > int(self.budget):
+        if self.enforce_budget and peak > step.schedule.result.budget:
             raise BudgetError(f"op {i} ({step.schedule.result.ops[i]}) allocated {peak} bytes, "
                               f"above the budget of "
-                              f"{int(self.budget)}", None)
+                              f"{step.schedule.result.budget}", None)
 
     def _forward_part(self, step):
         schedule = step.schedule
@@ -768,7 +949,7 @@ class Checkpointed(torch.nn.Module):
 
     @property
     def within_budget(self):
-        return self.measured_peak <= int(self.budget)
+        return self.measured_peak <= self._last("within_budget").schedule.result.budget
 
     @property
     def as_predicted(self):
@@ -794,6 +975,77 @@ class Checkpointed(torch.nn.Module):
     def measured_ms(self):
         return self._last("measured_ms").measured_ms
 
+    def report(self, file=None):
+        """Prints (to `file`, default stdout) and returns the blocks (stages) as profiled at the
+        last input shape, the chosen schedule, and the predicted peak against the measured one
+        of the last step."""
+        entry, schedule = self._current
+        chain = entry.profile.chain
+        lines = []
+        split = self.split
+        if split is not None:
+            lines.append(
+                f"{type(self.model).__name__}: traced with torch.fx, {split.nodes} activation "
+                f"nodes, {split.cut_points} cut points, {len(split.blocks)} blocks"
+                + (f" ({len(split.dropped_cuts)} cut points not used: " + "; ".join(
+                    f"'{n}': {why}" for n, why in split.dropped_cuts[:4])
+                   + ("; ..." if len(split.dropped_cuts) > 4 else "") + ")"
+                   if split.dropped_cuts else ""))
+            if split.leaves:
+                lines.append("kept whole (their code cannot be traced or placed): "
+                             + ", ".join(split.leaves))
+        elif self.fused:
+            lines.append("stages fused with the one before (their output is their input or a "
+                         "view of it): " + ", ".join(map(str, self.fused)))
+        lines.append(f"{'block':>5} {'fwd ms':>8} {'bwd ms':>8} {'output B':>11} {'tape B':>11}"
+                     + ("  share  nodes" if split is not None else "  module"))
+        for k, st in enumerate(chain.stages):
+            row = (f"{k:>5} {st.forward_time:>8.3f} {st.backward_time:>8.3f} "
+                   f"{st.output_size:>11} {st.tape_size:>11}")
+            if split is not None:
+                nodes = split.block_nodes[k]
+                row += (f"  {split.shares[k]:>5.0%}  {len(nodes)}: {nodes[0]}"
+                        + (f" .. {nodes[-1]}" if len(nodes) > 1 else ""))
+            else:
+                row += "  " + type(self._stage_modules[k]).__name__
+            lines.append(row)
+        plan = schedule.result
+        lines.append(f"budget {self.budget!r} = {plan.budget} bytes; store-all peak "
+                     f"{entry.store_all()} bytes; solver {plan.solver}")
+        if not plan.feasible:
+            lines.append(f"no schedule fits; the least budget is {plan.min_feasible_budget} "
+                         "bytes")
+        else:
+            recomputed = [k for k, r in enumerate(schedule.recomputed) if r]
+            lines.append(f"schedule: {len(plan.ops)} ops, predicted {plan.makespan:.3f} ms, "
+                         f"blocks recomputed: {recomputed if recomputed else 'none'}")
+            lines.append("  " + " ".join(str(o) for o in plan.ops))
+            lines.append(f"predicted peak {self.expected_peak} bytes")
+            if self.last is not None and self.last.schedule is schedule:
+                lines.append(f"measured peak {self.measured_peak} bytes in "
+                             f"{self.last.measured_ms:.1f} ms ("
+                             + ("as predicted" if self.as_predicted else "not as predicted")
+                             + (", within the budget" if self.within_budget
+                                else ", ABOVE the budget") + ")")
+            else:
+                lines.append("measured peak: no step at this shape and budget yet")
+        text = "\n".join(lines)
+        print(text, file=file)
+        return text
+
 
 def _nbytes_input(step):
     return step.entry.profile.chain.input_size
+
+
+def _sample_args(sample):
+    """A sample as (args, kwargs): a tensor, a tuple or list of positional arguments, or a dict
+    of keyword arguments."""
+    if isinstance(sample, torch.Tensor):
+        return (sample,), {}
+    if isinstance(sample, (tuple, list)):
+        return tuple(sample), {}
+    if isinstance(sample, dict):
+        return (), dict(sample)
+    raise TypeError("sample must be a tensor, a tuple of positional arguments or a dict of "
+                    f"keyword arguments, not {type(sample).__name__}")

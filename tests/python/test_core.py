@@ -1,5 +1,5 @@
 """remat._core as a Python user sees it: chains (keywords, columns, files), errors, solve,
-simulate, trade_off, the offload model. Run: python3 test_core.py (PYTHONPATH: the package)."""
+simulate, trade_off, the offload model, graphs and their cut points. Run: python3 test_core.py (PYTHONPATH: the package)."""
 
 import os
 import tempfile
@@ -142,6 +142,72 @@ class Solving(unittest.TestCase):
         self.assertEqual(repr(moves[0]), f"Op('O', {moves[0].index}, '{moves[0].tensor}')")
         self.assertEqual(remat.simulate(c, r.ops).makespan, r.makespan)
         self.assertFalse(remat.solve(eight(), 24, slots="exact").feasible)
+
+
+class Graphs(unittest.TestCase):
+    def skip_graph(self):
+        """x -> a -> relu_ (in place) -> b; c reads b and the relu's output (a skip), d after c;
+        a weight read by a and b."""
+        g = remat.Graph()
+        x = g.input("x", 16)
+        w = g.add_global("w", 1000)
+        a = g.apply("a", [x, w], 32)
+        r = g.apply_in_place("relu", a)
+        b = g.apply("b", [r, w], 32)
+        c = g.apply("c", [b, r], 32)
+        g.apply("d", [c], 8)
+        return g
+
+    def test_cut_points_blocks_and_the_node_map(self):
+        lin = remat.linearize(self.skip_graph())
+        # After "b" the relu's output is still read by "c": no cut there.
+        self.assertEqual(lin.cut_nodes, [0, 1, 3, 4])
+        self.assertEqual([(b.first, b.end) for b in lin.blocks], [(0, 1), (1, 2), (2, 4), (4, 5)])
+        self.assertEqual(lin.block_of, [0, 1, 2, 2, 3])
+        self.assertEqual(lin.global_bytes, 1000)
+        self.assertEqual(len(lin.chain), 4)
+        self.assertEqual(lin.chain.input_size, 16)
+        # Block 2 makes b and c (64 bytes); the whole counts every non-global value's size, the
+        # in-place output's too: 16 + 32 + 32 + 32 + 32 + 8.
+        self.assertAlmostEqual(lin.activation_share(2), 64 / 152)
+        self.assertAlmostEqual(lin.activation_share(1), 0.0)  # the in-place op makes no bytes
+        with self.assertRaises(IndexError):
+            lin.activation_share(4)
+
+    def test_the_graph_as_built(self):
+        g = self.skip_graph()
+        self.assertEqual([(v.name, v.size, v.kind) for v in g.values[:3]],
+                         [("x", 16, "input"), ("w", 1000, "global"), ("a", 32, "activation")])
+        self.assertEqual(g.nodes[1].in_place, [(3, 2)])
+        self.assertEqual(g.nodes[3].inputs, [4, 3])
+        two = remat.Graph()
+        x = two.input("x", 4)
+        p, q = two.add_value("p", 4, "activation"), two.add_value("q", 4, "activation")
+        two.add_node("split", [x], [p, q], saved=[x])
+        two.apply("join", [p, q], 4)
+        self.assertEqual(remat.linearize(two).cut_nodes, [1])
+
+    def test_bad_graphs_name_the_node_and_the_value(self):
+        g = self.skip_graph()
+        g.apply("late", [2], 4)  # reads a, which the relu overwrote
+        with self.assertRaises(remat.GraphError) as e:
+            remat.linearize(g)
+        self.assertIsInstance(e.exception, ValueError)
+        self.assertEqual((e.exception.node, e.exception.value), (5, 2))
+        self.assertIn('node 5 ("late"): reads value 2 ("a"), which node 1 ("relu") overwrote',
+                      str(e.exception))
+        with self.assertRaises(remat.GraphError) as e:
+            remat.Graph().validate()
+        self.assertEqual((e.exception.node, e.exception.value), (None, None))
+        with self.assertRaisesRegex(ValueError, "kind must be"):
+            remat.Graph().add_value("v", 1, "weight")
+
+    def test_parse_size(self):
+        self.assertEqual(remat.parse_size("512MiB"), 512 << 20)
+        self.assertEqual(remat.parse_size("8GB"), 8 * 10**9)
+        self.assertEqual(remat.parse_size("800"), 800)
+        with self.assertRaisesRegex(ValueError, "'12XB': unknown unit 'XB'"):
+            remat.parse_size("12XB")
 
 
 if __name__ == "__main__":

@@ -191,8 +191,12 @@ class Checkpointed(unittest.TestCase):
             m(x)
         self.assertEqual(e.exception.min_feasible_budget,
                          remat.solve(m.chain, 0).min_feasible_budget)
-        with self.assertRaisesRegex(rt.ModelError, "stage 1: returns its input or a view of it"):
-            rt.Checkpointed([torch.nn.Linear(8, 8), torch.nn.Identity()], x, budget=1 << 30)
+        # A stage that returns its input (or a view of it) runs with the stage before it; as
+        # the first stage, it is an error.
+        fused = rt.Checkpointed([torch.nn.Linear(8, 8), torch.nn.Identity()], x, budget=1 << 30)
+        self.assertEqual((fused.fused, len(fused.stages)), ([1], 1))
+        with self.assertRaisesRegex(rt.ModelError, "stage 0: returns the model's input or a view"):
+            rt.Checkpointed([torch.nn.Identity(), torch.nn.Linear(8, 8)], x, budget=1 << 30)
         with self.assertRaisesRegex(TypeError, "not an nn.Module"):
             rt.Checkpointed([torch.nn.Linear(8, 8), torch.relu], x, budget=1 << 30)
         with self.assertRaisesRegex(rt.ModelError, "the loss: must return a scalar"):
