@@ -2,7 +2,9 @@
 ViT), random weights, cut into stages by hand (tests/python/pypi_models.py), dropout on: the
 stages compute what the whole model computes, and at the least feasible budget, a middle one and
 store-all's, one step gives plain autograd's gradients bit for bit with every op's measured
-allocation as predicted (test_torch.py's check_budgets).
+allocation as predicted (test_torch.py's check_budgets). The same for transformers' GPT-2 and
+Llama passed whole, as they come (WholeModels: traced, cut at their cut points; the same
+assertions as test_any_model.py's).
 
 PyTorch 2.x tier only (python/requirements-torch.txt pins transformers and timm); where they are
 not installed (Debian's torch 1.13), the test exits with status 77, which CTest reports as
@@ -26,6 +28,8 @@ except ImportError as e:
 import torch
 
 import pypi_models
+import remat.torch as rt
+import test_any_model
 import test_torch
 
 transformers.logging.set_verbosity_error()
@@ -70,6 +74,44 @@ class PyPIModels(unittest.TestCase):
 
     def test_timm_vit(self):
         self.run_model("vit", 14)
+
+
+class WholeModels(unittest.TestCase):
+    """transformers' GPT2LMHeadModel and LlamaForCausalLM as they come (tied embeddings, the
+    causal mask transformers builds from the input's shape, dropout on), traced and cut by
+    remat: the loss receives the model's own ModelOutput. Token ids are the chain's input and
+    have no gradient; parameter gradients and buffers are compared bit for bit."""
+
+    def run_model(self, name, seed, output_class, blocks):
+        torch.manual_seed(seed)
+        # use_cache=False: a training step has no cache (with one, the model returns a
+        # DynamicCache, which torch.fx cannot carry: the error names it).
+        model, _, ids, token_loss = pypi_models.MODELS[name](layers=2, use_cache=False)
+        self.assertFalse(ids.requires_grad)
+        seen = []
+
+        def loss(out):
+            seen.append(type(out))
+            return token_loss(out.logits)
+
+        m = test_any_model.check_budgets(self, model, [ids], loss=loss)
+        self.assertEqual(set(seen), {output_class})
+        self.assertEqual(m.split.leaves, [])
+        self.assertEqual(len(m.split.blocks), blocks)
+        return model, ids
+
+    def test_gpt2(self):
+        from transformers.modeling_outputs import CausalLMOutputWithCrossAttentions
+        model, ids = self.run_model("gpt2", 21, CausalLMOutputWithCrossAttentions, 9)
+        # Tied input and output embeddings: one parameter, read by the first and last blocks.
+        self.assertIs(model.lm_head.weight, model.transformer.wte.weight)
+        model.config.use_cache = True
+        with self.assertRaisesRegex(rt.ModelError, "DynamicCache"):
+            rt.Checkpointed(model, ids, budget="100%")
+
+    def test_llama(self):
+        from transformers.modeling_outputs import CausalLMOutputWithPast
+        self.run_model("llama", 22, CausalLMOutputWithPast, 8)
 
 
 if __name__ == "__main__":
