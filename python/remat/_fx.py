@@ -55,11 +55,12 @@ class _Untraceable(Exception):
 
 
 # Reading these from a tensor gives its metadata, not its data (a branch on them depends only on
-# the input's shapes and types).
+# the input's shapes and types). Not requires_grad: the tracer computes values without
+# gradients, so the sample's would not be the step's.
 _META_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "element_size", "stride",
                  "get_device", "is_floating_point", "is_complex", "is_contiguous"}
 _META_ATTRIBUTES = {"shape", "dtype", "device", "ndim", "layout", "is_cuda", "is_sparse",
-                    "is_quantized", "is_meta", "requires_grad"}
+                    "is_quantized", "is_meta"}
 
 
 def _traced_as(value, expected, where):
@@ -787,8 +788,8 @@ def _cut(traced, a, signature, input_name):
              if kind[n] != "input"]
     value.clear()  # the sample's values: freed now, not by a later garbage collection
     return Split(traced, blocks, context, block_nodes, input_name, extra, signature,
-                 _rebuild_fn(a.structure, a.out_node, a.dict_types), len(lin.cut_nodes), len(node_at), dropped,
-                 a.leaves, shares)
+                 _rebuild_fn(a.structure, a.out_node, a.dict_types), len(lin.cut_nodes),
+                 len(node_at), dropped, a.leaves, shares)
 
 
 def _block(traced, a, b, bin_, bout, block_of, home, exported=frozenset()):
