@@ -17,7 +17,8 @@ PyTorch's own tools, on the CPU:
   reading "0.3" hopes for).
 
     PYTHONPATH=<build>/python python3 benchmarks/python_any_model.py \\
-        --out benchmarks/results/python_any_model.txt
+        --out benchmarks/results/python_any_model.txt \\
+        --svg benchmarks/results/python_any_model.svg --json benchmarks/results/python_any_model.json
 
 The meter, the step and the rounds are benchmarks/python_vs_torch.py's (remat::torch's CPU meter
 counts every byte libtorch's CPU allocator gives out; a step's peak is taken above what was held
@@ -28,6 +29,7 @@ times are dominated by per-op overheads and say little about large models; the p
 
 import argparse
 import copy
+import json
 import os
 import platform
 import subprocess
@@ -243,6 +245,38 @@ def table(results):
     return lines
 
 
+def svg_chart(results):
+    """One panel per model: each method's measured peak as a share of plain autograd's (bars),
+    its step time written beside the bar."""
+    colours = {"plain": "#2ca02c", "Checkpointed": "#1f77b4", "checkpoint per": "#d62728",
+               "checkpoint_seq": "#8c564b", "torch.compile": "#9467bd"}
+    bar, gap, left, width = 16, 4, 290, 300
+    out, y = [], 10
+    for r in results:
+        rows = [(k, v) for k, v in r["best"].items() if not isinstance(v, str)]
+        plain_peak = r["plain"][0]
+        out.append(f'<text x="10" y="{y + 14}" font-size="13" font-weight="bold">{r["model"]}'
+                   f' ({r["blocks"]} blocks)</text>')
+        y += 22
+        for method, (peak, _, ms) in rows:
+            share = peak / plain_peak
+            c = next(v for k, v in colours.items() if method.startswith(k))
+            out.append(f'<text x="{left - 6}" y="{y + 12}" text-anchor="end">{method}</text>')
+            out.append(f'<rect x="{left}" y="{y}" width="{share * width:.1f}" height="{bar}" '
+                       f'fill="{c}"/>')
+            out.append(f'<text x="{left + share * width + 4:.1f}" y="{y + 12}">{share:.0%}, '
+                       f'{ms:.0f} ms</text>')
+            y += bar + gap
+        y += 10
+    h = y + 20
+    head = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 120}" height="{h}" '
+            'font-family="sans-serif" font-size="11">',
+            f'<rect width="{left + width + 120}" height="{h}" fill="white"/>',
+            f'<text x="{left}" y="{h - 6}">measured peak of the step, share of plain '
+            "autograd's; step time</text>"]
+    return "\n".join(head + out + ["</svg>"]) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="resnet50,gpt2,llama,sequential_mlp")
@@ -257,6 +291,10 @@ def main():
                     help="the models run through torch.compile too, on 2.x (resnet50's compile "
                          "takes minutes on one thread: left out by default)")
     ap.add_argument("--out")
+    ap.add_argument("--svg", help="also write a chart")
+    ap.add_argument("--json", help="also write the measures (for --replot)")
+    ap.add_argument("--replot", metavar="JSON", help="write the table and chart of a --json "
+                    "file again, measuring nothing")
     a = ap.parse_args()
     torch.set_num_threads(1)
     if TORCH2:
@@ -264,6 +302,11 @@ def main():
         inductor_config.compile_threads = 1  # a shared 2-core machine
     import transformers
     transformers.logging.set_verbosity_error()
+    if a.replot:
+        with open(a.replot) as f:
+            saved = json.load(f)
+        write(saved["header"], saved["results"], a)
+        return
     t0 = time.perf_counter()
     results = [run_model(n, a) for n in a.models.split(",")]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -283,11 +326,21 @@ def main():
             + f", store-all {r['store_all'] / MiB:.2f} MiB, least budget {r['least'] / MiB:.2f} "
             f"MiB ({r['least'] / r['store_all']:.0%}), Checkpointed built in {r['setup_s']:.1f} s"
             + "".join(f"; {n}" for n in r["notes"]))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(dict(header=header, results=results), f, indent=1)
+    write(header, results, a)
+
+
+def write(header, results, a):
     text = "\n".join(header + [""] + table(results)) + "\n"
     print(text, end="")
     if a.out:
         with open(a.out, "w") as f:
             f.write(text)
+    if a.svg:
+        with open(a.svg, "w") as f:
+            f.write(svg_chart(results))
 
 
 if __name__ == "__main__":
