@@ -54,23 +54,73 @@ class _Untraceable(Exception):
         super().__init__(message)
 
 
-class _Tracer(fx.Tracer):
-    """fx's tracer with (1) `leaves`, qualified names of submodules traced as one node each, (2)
-    the qualified name of the innermost submodule being traced kept on every node
-    (node.meta["remat_module"]) and on an exception raised inside it (`_remat_module`), and (3)
-    _proxy_iter in place of Proxy.__iter__ while it traces, where that is needed."""
+# Reading these from a tensor gives its metadata, not its data (a branch on them depends only on
+# the input's shapes and types). Not requires_grad: the tracer computes values without
+# gradients, so the sample's would not be the step's.
+_META_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "element_size", "stride",
+                 "get_device", "is_floating_point", "is_complex", "is_contiguous"}
+_META_ATTRIBUTES = {"shape", "dtype", "device", "ndim", "layout", "is_cuda", "is_sparse",
+                    "is_quantized", "is_meta"}
 
-    def __init__(self, leaves):
+
+def _traced_as(value, expected, where):
+    """A guard the tracer puts in the graph where the model's code branched on its input's
+    shapes: the blocks hold the branch the sample took."""
+    if bool(value) != expected:
+        raise RuntimeError(f"remat.torch: at {where} the model was traced with this condition "
+                           f"{expected}, and this input makes it {not expected}: the blocks hold "
+                           "the other branch; make a Checkpointed with a sample of this shape")
+
+
+def _length_is(value, expected, where):
+    if len(value) != expected:
+        raise RuntimeError(f"remat.torch: at {where} the model was traced iterating over "
+                           f"{expected} values, and this input gives {len(value)}; make a "
+                           "Checkpointed with a sample of this shape")
+
+
+class _Tracer(fx.Tracer):
+    """fx's tracer with (1) `leaves`, qualified names of submodules traced as one node each (a
+    module called that is not a submodule of the model is traced through), (2)
+    the qualified name of the innermost submodule being traced kept on every node
+    (node.meta["remat_module"]) and on an exception raised inside it (`_remat_module`), (3)
+    _proxy_iter in place of Proxy.__iter__ while it traces, where that is needed, and (4) with
+    `inputs` (the sample's values by parameter name), each node's value on the sample, so that
+    code that branches or loops on its input's shapes (`if x.shape[0] != n`, as transformers'
+    mask functions do) is traced along the sample's branch, with a guard node (_traced_as,
+    _length_is) that makes an input taking another branch an error. Branches on a tensor's data
+    are not followed: they stay fx's TraceError (the submodule becomes a leaf)."""
+
+    def __init__(self, leaves, inputs=None):
         super().__init__()
         self.leaves = set(leaves)
         self.stack = []
+        self.inputs = inputs
+        self.values = {}  # node -> its value on the sample, where it could be computed
+        self.static = set()  # nodes whose value derives from shapes and constants, not data
+        self.evaluating = False  # while _evaluate runs a node on the sample
+        self.dict_types = {}
+        self.depth = 0
+
+    def getattr(self, attr, attr_val, parameter_proxy_cache):
+        if self.evaluating:  # a parameter read by a leaf run on the sample: its value
+            return attr_val
+        return super().getattr(attr, attr_val, parameter_proxy_cache)
 
     def is_leaf_module(self, m, module_qualified_name):
         return module_qualified_name in self.leaves or super().is_leaf_module(
             m, module_qualified_name)
 
     def call_module(self, m, forward, args, kwargs):
-        name = self.path_of_module(m)
+        if self.evaluating:  # a leaf's own submodules, run on the sample: not traced
+            return forward(*args, **kwargs)
+        try:
+            name = self.path_of_module(m)
+        except NameError:
+            # A module that is not a submodule of the model (held in a global or made in the
+            # forward: transformers' kernel-replaceable functions are such modules): traced
+            # through, as the function it is.
+            return forward(*args, **kwargs)
         self.stack.append(name)
         try:
             return super().call_module(m, forward, args, kwargs)
@@ -81,10 +131,110 @@ class _Tracer(fx.Tracer):
         finally:
             self.stack.pop()
 
-    def create_node(self, *args, **kwargs):
-        node = super().create_node(*args, **kwargs)
+    def _evaluate(self, n):
+        """n's value on the sample, from its inputs' values (none where one is unknown or the op
+        fails: a branch on it is then fx's error)."""
+        ins = _arg_nodes(n)
+        if any(m not in self.values for m in ins):
+            return
+        get = lambda a: fx.node.map_aggregate(  # noqa: E731
+            a, lambda x: self.values[x] if isinstance(x, fx.Node) else x)
+        self.evaluating = True
+        try:
+            with torch.no_grad():
+                if n.op == "placeholder":
+                    if n.target not in self.inputs:
+                        return
+                    v = self.inputs[n.target]
+                elif n.op == "get_attr":
+                    v = self.root
+                    for atom in n.target.split("."):
+                        v = getattr(v, atom)
+                elif n.op == "call_function":
+                    v = n.target(*get(n.args), **get(n.kwargs))
+                elif n.op == "call_method":
+                    args = get(n.args)
+                    v = getattr(args[0], n.target)(*args[1:], **get(n.kwargs))
+                elif n.op == "call_module":
+                    v = self.root.get_submodule(n.target)(*get(n.args), **get(n.kwargs))
+                else:
+                    return
+        except Exception:
+            return
+        finally:
+            self.evaluating = False
+        self.values[n] = v
+        if _tensors(v):
+            return
+        reads_metadata = (
+            (n.op == "call_method" and n.target in _META_METHODS)
+            or (n.op == "call_function" and n.target is getattr and len(n.args) > 1
+                and n.args[1] in _META_ATTRIBUTES))
+        if n.op in ("placeholder", "get_attr") or reads_metadata or all(
+                m in self.static for m in ins):
+            self.static.add(n)
+
+    def create_arg(self, a):
+        """fx makes every dict an immutable_dict: the classes of the dicts in the last value
+        converted at the top level (the model's output, when the output node is made) are kept
+        in self.dict_types, by path (transformers' ModelOutput)."""
+        self.depth += 1
+        try:
+            return super().create_arg(a)
+        finally:
+            self.depth -= 1
+            if self.depth == 0:
+                self.dict_types = _dict_classes(a)
+
+    def create_node(self, kind, *args, **kwargs):
+        node = super().create_node(kind, *args, **kwargs)
         node.meta["remat_module"] = self.stack[-1] if self.stack else ""
+        if kind == "output":
+            node.meta["remat_dict_types"] = self.dict_types
+        elif self.inputs is not None:
+            self._evaluate(node)
         return node
+
+    def to_bool(self, obj):
+        n = obj.node
+        if n not in self.static:
+            return super().to_bool(obj)
+        v = bool(self.values[n])
+        self.create_proxy("call_function", _traced_as, (obj, v, _user_line()), {})
+        return v
+
+    def length(self, obj):
+        """len() of a Proxy (fx has no tracer hook for it): the sample's, where it derives from
+        shapes (`(*x.shape[:-1], -1)` takes the length of a slice of a shape)."""
+        n = obj.node
+        v = self.values.get(n)
+        if n not in self.static or not isinstance(v, (tuple, list)):
+            raise RuntimeError("'len' of a value computed from a tensor's data cannot be traced")
+        self.create_proxy("call_function", _length_is, (obj, len(v), _user_line()), {})
+        return len(v)
+
+    def iter(self, obj):
+        n = obj.node
+        v = self.values.get(n)
+        if n not in self.static or not isinstance(v, (tuple, list)):
+            return super().iter(obj)
+        self.create_proxy("call_function", _length_is, (obj, len(v), _user_line()), {})
+        return iter([obj[i] for i in range(len(v))])
+
+
+def _proxy_len(self):
+    return self.tracer.length(self)
+
+
+def _user_line():
+    """file:line of the model's code that is being traced (the innermost frame outside torch and
+    remat)."""
+    torch_dir = os.path.dirname(torch.__file__)
+    here = os.path.dirname(__file__)
+    for f in reversed(traceback.extract_stack()):
+        if not f.filename.startswith(torch_dir) and not f.filename.startswith(here):
+            return f"{f.filename}:{f.lineno}"
+    return "?"
 
 
 def _proxy_iter(self):
@@ -118,16 +268,55 @@ _HOW = ("pass its stages by hand instead: an nn.Sequential or a list of modules,
         "tensor to one tensor (docs/python.md)")
 
 
-def _trace(model, concrete, leaves):
+_TRACED_FORWARD = "_remat_traced_forward"
+
+
+def _needs_named_forward(model):
+    """Whether fx must trace `model` through a forward of its named parameters: fx cannot trace
+    a forward that takes *args or **kwargs behind a decorator (transformers' models: fx patches
+    the wrapper's code with the wrapped function's argument count, "co_varnames is too small")."""
+    forward = type(model).forward
+    inner = inspect.unwrap(forward)
+    return inner.__code__.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) != 0 \
+        and inner is not forward
+
+
+def _named_forward(params):
+    """A function (self, <params>) that calls self.forward with them: what fx traces in place of
+    a decorated forward with *args or **kwargs (the placeholders keep the parameters' names)."""
+    names = [n for n, _ in params]
+    passed = [n if p.kind == p.POSITIONAL_ONLY else f"{n}={n}" for n, p in params]
+    source = (f"def {_TRACED_FORWARD}(self, {', '.join(names)}):\n"
+              f"    return self.forward({', '.join(passed)})\n")
+    scope = {}
+    exec(compile(source, f"<remat: {_TRACED_FORWARD}>", "exec"), scope)
+    return scope[_TRACED_FORWARD]
+
+
+def _trace(model, concrete, leaves, params, values):
     """(GraphModule, leaves): traced with `leaves` and, each time the code of a submodule fails,
-    that submodule as a leaf besides."""
+    that submodule as a leaf besides. `params`: forward's named parameters, (name, Parameter);
+    `values`: the sample's, by name (the tracer follows branches on their shapes)."""
     leaves = set(leaves)
     made_leaves = []
+    named = _named_forward(params) if _needs_named_forward(model) else None
+    buffers = list(model.buffers())
+    saved_buffers = [b.detach().clone() for b in buffers]
+    rng = torch.get_rng_state()
     while True:
-        tracer = _Tracer(leaves)
-        own_iter = fx.Proxy.__iter__
+        # The tracer runs the model's ops on the sample (a copy of its tensors): buffers and the
+        # generator are put back after each try.
+        inputs = {k: v.detach().clone() if isinstance(v, _Tensor) else v
+                  for k, v in values.items()}
+        tracer = _Tracer(leaves, inputs)
+        if named is not None:
+            # fx traces getattr(type(root), tracer.traced_func_name); set only while it traces.
+            tracer.traced_func_name = _TRACED_FORWARD
+            setattr(type(model), _TRACED_FORWARD, named)
+        own_iter, own_len = fx.Proxy.__iter__, fx.Proxy.__len__
         if _PATCH_PROXY_ITER:
             fx.Proxy.__iter__ = _proxy_iter
+        fx.Proxy.__len__ = _proxy_len
         try:
             graph = tracer.trace(model, concrete_args=concrete or None)
         except Exception as e:
@@ -141,7 +330,14 @@ def _trace(model, concrete, leaves):
             made_leaves.append(name)
             continue
         finally:
-            fx.Proxy.__iter__ = own_iter
+            fx.Proxy.__iter__, fx.Proxy.__len__ = own_iter, own_len
+            if named is not None:
+                delattr(type(model), _TRACED_FORWARD)
+            tracer.values.clear()
+            with torch.no_grad():
+                for b, v in zip(buffers, saved_buffers):
+                    b.data.copy_(v)
+            torch.set_rng_state(rng)
         return fx.GraphModule(tracer.root, graph, type(model).__name__), made_leaves, tracer
 
 
@@ -259,17 +455,37 @@ def bind(signature, args, kwargs):
     return bound
 
 
-def _rebuild_fn(structure, out_node):
-    """A function of the last block's tensor giving the model's output structure."""
-    def build(v, y):
+def _dict_classes(value, path=()):
+    """{path in value (keys and indices): class} for the dicts in value that are not plain
+    dicts."""
+    found = {}
+    if isinstance(value, dict):
+        if type(value) is not dict:
+            found[path] = type(value)
+        for k, v in value.items():
+            found.update(_dict_classes(v, path + (k,)))
+    elif isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            found.update(_dict_classes(v, path + (i,)))
+    return found
+
+
+def _rebuild_fn(structure, out_node, dict_types):
+    """A function of the last block's tensor giving the model's output structure (a dict of the
+    class the model returned: `dict_types`, by path)."""
+    def build(v, y, path=()):
         if v is out_node:
             return y
         if isinstance(v, tuple) and hasattr(v, "_fields"):
-            return type(v)(*[build(x, y) for x in v])
+            return type(v)(*[build(x, y, path + (i,)) for i, x in enumerate(v)])
         if isinstance(v, (tuple, list)):
-            return type(v)(build(x, y) for x in v)
+            return type(v)(build(x, y, path + (i,)) for i, x in enumerate(v))
         if isinstance(v, dict):
-            return type(v)((k, build(x, y)) for k, x in v.items())
+            cls = dict_types.get(path, dict)
+            items = [(k, build(x, y, path + (k,))) for k, x in v.items()]
+            if all(isinstance(k, str) for k, _ in items):
+                return cls(**dict(items))  # a dataclass's fields (ModelOutput) or a dict's keys
+            return cls(items)
         return v
     return lambda y: build(structure, y)
 
@@ -311,7 +527,7 @@ def split(model, args, kwargs, leaf_modules=()):
     try:
         while True:
             try:
-                traced, made, _ = _trace(model, concrete, leaves)
+                traced, made, _ = _trace(model, concrete, leaves, params, values)
             except _Untraceable as e:
                 _fail(str(e))
             culprit = _analyse_or_culprit(traced, params, values, input_name)
@@ -340,6 +556,7 @@ class _Analysis:
     out_node: fx.Node
     structure: object
     placeholders: dict  # placeholder node -> parameter name
+    dict_types: dict  # path of a dict in `structure` -> the class the model returned
     leaves: list = field(default_factory=list)
 
 
@@ -418,6 +635,7 @@ def _analyse_or_culprit(traced, params, values, input_name):
                     u.replace_input_with(t, n)
     output = next(n for n in nodes if n.op == "output")
     structure = output.args[0]
+    dict_types = output.meta.get("remat_dict_types", {})
     outs = []
     fx.node.map_aggregate(structure, lambda v: outs.append(v) if isinstance(v, fx.Node) else v)
     act_outs = [o for o in outs if kind.get(o) in ("act", "input")]
@@ -432,7 +650,7 @@ def _analyse_or_culprit(traced, params, values, input_name):
         _fail("the model's output is its input, or no tensor")
     acts = [n for n in nodes if kind.get(n) == "act" and order[n] <= order[out_node]]
     return _Analysis(order, kind, value, alias_of, nbytes, acts, out_node, structure,
-                     {n: ph_name[n] for n in placeholders})
+                     {n: ph_name[n] for n in placeholders}, dict_types)
 
 
 def _writes_in_place(n, v, ins, value):
@@ -570,8 +788,8 @@ def _cut(traced, a, signature, input_name):
              if kind[n] != "input"]
     value.clear()  # the sample's values: freed now, not by a later garbage collection
     return Split(traced, blocks, context, block_nodes, input_name, extra, signature,
-                 _rebuild_fn(a.structure, a.out_node), len(lin.cut_nodes), len(node_at), dropped,
-                 a.leaves, shares)
+                 _rebuild_fn(a.structure, a.out_node, a.dict_types), len(lin.cut_nodes),
+                 len(node_at), dropped, a.leaves, shares)
 
 
 def _block(traced, a, b, bin_, bout, block_of, home, exported=frozenset()):

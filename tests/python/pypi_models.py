@@ -69,14 +69,15 @@ def token_loss(target):
     return lambda y: torch.nn.functional.cross_entropy(y.flatten(0, 1), target.flatten())
 
 
-def gpt2(batch=2, seq=16, vocab=128, dim=32, heads=4, layers=4):
+def gpt2(batch=2, seq=16, vocab=128, dim=32, heads=4, layers=4, **config_args):
     """transformers' GPT2LMHeadModel, its input and output embeddings tied (as GPT-2's are), and
-    its default dropout (0.1 on embeddings, attention and residuals)."""
+    its default dropout (0.1 on embeddings, attention and residuals). `config_args` go to its
+    config."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(vocab_size=vocab, n_positions=seq, n_embd=dim, n_layer=layers,
                         n_head=heads, bos_token_id=vocab - 1, eos_token_id=vocab - 1,
-                        attn_implementation="sdpa")
+                        attn_implementation="sdpa", **config_args)
     model = GPT2LMHeadModel(config)
     t = model.transformer
     stages = [GPT2Embed(t), *[CausalBlock(b) for b in t.h], Head(t.ln_f, model.lm_head)]
@@ -84,15 +85,16 @@ def gpt2(batch=2, seq=16, vocab=128, dim=32, heads=4, layers=4):
     return model, stages, ids, token_loss(torch.randint(vocab, (batch, seq)))
 
 
-def llama(batch=2, seq=16, vocab=128, dim=32, heads=4, kv_heads=2, layers=4):
+def llama(batch=2, seq=16, vocab=128, dim=32, heads=4, kv_heads=2, layers=4, **config_args):
     """transformers' LlamaForCausalLM: RMSNorm, rotary embeddings, grouped-query attention,
-    SwiGLU; attention dropout on (Llama's config has it, at 0 by default)."""
+    SwiGLU; attention dropout on (Llama's config has it, at 0 by default). `config_args` go to
+    its config."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(vocab_size=vocab, hidden_size=dim, intermediate_size=(8 * dim) // 3,
                          num_hidden_layers=layers, num_attention_heads=heads,
                          num_key_value_heads=kv_heads, max_position_embeddings=seq,
-                         attention_dropout=0.1, attn_implementation="sdpa")
+                         attention_dropout=0.1, attn_implementation="sdpa", **config_args)
     model = LlamaForCausalLM(config)
     m = model.model
     stages = [m.embed_tokens, *[CausalBlock(b, m.rotary_emb) for b in m.layers],

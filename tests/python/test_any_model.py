@@ -140,6 +140,22 @@ class WithBranchy(torch.nn.Module):
         return self.post(torch.relu(self.branchy(torch.relu(self.pre(x)))))
 
 
+class ShapeBranch(torch.nn.Module):
+    """Python control flow on shapes (a branch on the batch size, a star-unpacked shape), as
+    transformers' mask functions have: traced along the sample's branch."""
+
+    def __init__(self, dim=16):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(dim, dim), torch.nn.Linear(dim, dim)
+
+    def forward(self, x):
+        h = self.a(x)
+        if h.shape[0] > 2:
+            h = h * 2
+        h = torch.tanh(h).reshape(*h.shape[:-1], 2, -1).flatten(-2)
+        return self.b(h)
+
+
 class Tracing(unittest.TestCase):
     def setUp(self):
         torch.manual_seed(3)
@@ -204,6 +220,19 @@ class Tracing(unittest.TestCase):
         m = check_budgets(self, model, [torch.randn(4, 16, requires_grad=True)])
         self.assertEqual(m.split.leaves, ["branchy"])
         self.assertIn("branchy", [n for b in m.split.block_nodes for n in b])
+
+    def test_branches_on_shapes_follow_the_sample_with_a_guard(self):
+        model = ShapeBranch()
+        x = torch.randn(4, 16, requires_grad=True)
+        m = check_budgets(self, model, [x])
+        self.assertEqual(m.split.leaves, [])
+        # Another batch size that takes the same branch runs (profiled at its shape) ...
+        y = torch.randn(3, 16)
+        self.assertTrue(torch.equal(m(y), model(y)))
+        # ... one that takes the other is refused, naming the line that branched.
+        with self.assertRaisesRegex(rt.ModelError, r"test_any_model.py:\d+ the model was traced "
+                                                   r"with this condition True"):
+            m(torch.randn(2, 16))
 
     def test_a_model_that_cannot_be_traced_is_an_error_naming_it(self):
         with self.assertRaises(rt.ModelError) as e:

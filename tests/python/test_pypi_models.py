@@ -2,13 +2,16 @@
 ViT), random weights, cut into stages by hand (tests/python/pypi_models.py), dropout on: the
 stages compute what the whole model computes, and at the least feasible budget, a middle one and
 store-all's, one step gives plain autograd's gradients bit for bit with every op's measured
-allocation as predicted (test_torch.py's check_budgets).
+allocation as predicted (test_torch.py's check_budgets). The same for transformers' GPT-2 and
+Llama passed whole, as they come (WholeModels: traced, cut at their cut points; the same
+assertions as test_any_model.py's).
 
 PyTorch 2.x tier only (python/requirements-torch.txt pins transformers and timm); where they are
 not installed (Debian's torch 1.13), the test exits with status 77, which CTest reports as
 skipped with the message printed here.
 """
 
+import inspect
 import os
 import sys
 import unittest
@@ -26,6 +29,8 @@ except ImportError as e:
 import torch
 
 import pypi_models
+import remat.torch as rt
+import test_any_model
 import test_torch
 
 transformers.logging.set_verbosity_error()
@@ -70,6 +75,64 @@ class PyPIModels(unittest.TestCase):
 
     def test_timm_vit(self):
         self.run_model("vit", 14)
+
+
+class WholeModels(unittest.TestCase):
+    """transformers' GPT2LMHeadModel and LlamaForCausalLM as they come (tied embeddings, the
+    causal mask transformers builds from the input's shape, dropout on), traced and cut by
+    remat: the loss receives the model's own ModelOutput. Token ids are the chain's input and
+    have no gradient; parameter gradients and buffers are compared bit for bit. With an
+    attention mask (left padding), a second input the blocks read from the context."""
+
+    def run_model(self, name, seed, output_class, blocks, padded=False):
+        torch.manual_seed(seed)
+        # use_cache=False: a training step has no cache (with one, the model returns a
+        # DynamicCache, which torch.fx cannot carry: the error names it).
+        model, _, ids, token_loss = pypi_models.MODELS[name](layers=2, use_cache=False)
+        self.assertFalse(ids.requires_grad)
+        args = [ids]
+        if padded:
+            # An attention mask, a second input that needs no gradient: the first row is padded
+            # on the left. Passed by position, as the forward's signature orders it.
+            mask = torch.ones_like(ids)
+            mask[0, :5] = 0
+            bound = inspect.signature(model.forward).bind(input_ids=ids, attention_mask=mask)
+            bound.apply_defaults()
+            args = list(bound.args)
+        seen = []
+
+        def loss(out):
+            seen.append(type(out))
+            return token_loss(out.logits)
+
+        m = test_any_model.check_budgets(self, model, args, loss=loss)
+        self.assertEqual(set(seen), {output_class})
+        self.assertEqual(m.split.leaves, [])
+        self.assertEqual(len(m.split.blocks), blocks)
+        if padded:
+            self.assertIn("attention_mask", [n for n, _ in m.split.extra_inputs])
+        return model, ids
+
+    def test_gpt2(self):
+        from transformers.modeling_outputs import CausalLMOutputWithCrossAttentions
+        model, ids = self.run_model("gpt2", 21, CausalLMOutputWithCrossAttentions, 9)
+        # Tied input and output embeddings: one parameter, read by the first and last blocks.
+        self.assertIs(model.lm_head.weight, model.transformer.wte.weight)
+        model.config.use_cache = True
+        with self.assertRaisesRegex(rt.ModelError, "DynamicCache"):
+            rt.Checkpointed(model, ids, budget="100%")
+
+    def test_gpt2_with_an_attention_mask(self):
+        from transformers.modeling_outputs import CausalLMOutputWithCrossAttentions
+        self.run_model("gpt2", 23, CausalLMOutputWithCrossAttentions, 9, padded=True)
+
+    def test_llama(self):
+        from transformers.modeling_outputs import CausalLMOutputWithPast
+        self.run_model("llama", 22, CausalLMOutputWithPast, 8)
+
+    def test_llama_with_an_attention_mask(self):
+        from transformers.modeling_outputs import CausalLMOutputWithPast
+        self.run_model("llama", 24, CausalLMOutputWithPast, 8, padded=True)
 
 
 if __name__ == "__main__":
