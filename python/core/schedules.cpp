@@ -66,6 +66,7 @@ const char* replay_error_name(remat::replay_error e) {
     case replay_error::not_on_device: return "not_on_device";
     case replay_error::already_on_host: return "already_on_host";
     case replay_error::no_host_copy: return "no_host_copy";
+    case replay_error::bad_option: return "bad_option";
   }
   return "?";
 }
