@@ -5,6 +5,7 @@
 #include "bandwidth_arg.hpp"
 #include "solve_args.hpp"
 
+#include <remat/detail/walk.hpp>
 #include <remat/io/chain_json.hpp>
 #include <remat/op_table.hpp>
 #include <remat/solve.hpp>
@@ -72,7 +73,8 @@ inline bool bounded(const solve_report& rep) {
          rep.result.coarse_length == 0;
 }
 
-// An op as chain-format.md writes it: {"op": "F_ck", "stage": 3}, {"op": "loss"}, and the
+// An op as chain-format.md writes it: {"op": "F_ck", "stage": 3}, {"op": "loss"},
+// {"op": "F_all", "stage": 3, "option": 1} (docs/model.md, options per stage), and the
 // transfers of docs/offload.md as {"op": "offload", "tensor": "a", "index": 2}.
 inline nlohmann::ordered_json op_json(const op& o) {
   nlohmann::ordered_json j;
@@ -86,6 +88,7 @@ inline nlohmann::ordered_json op_json(const op& o) {
   }
   j["op"] = std::string(name(o.kind));
   if (o.kind != op_kind::loss) j["stage"] = o.stage;
+  if (o.option != 0) j["option"] = o.option;  // F_all(k, o); option 0 is left out
   return j;
 }
 }  // namespace detail
@@ -374,11 +377,18 @@ class report_writer {
     int offloads = 0, prefetches = 0, waits = 0;
     size_type offloaded = 0, prefetched = 0;
     const auto L = static_cast<std::int32_t>(f_.chain.length());
-    for (const op& o : r_.schedule.ops) {
+    // A tape's bytes are those of the option that recorded it: the walk knows it.
+    std::vector<size_type> moved(r_.schedule.ops.size(), 0);
+    remat::detail::walk(f_.chain, r_.schedule.ops,
+                        [&moved](const remat::detail::walked_op& w, const auto&) {
+                          if (is_transfer(w.o.kind)) moved[w.index] = w.input_bytes;
+                        });
+    for (std::size_t i = 0; i < r_.schedule.ops.size(); ++i) {
+      const op& o = r_.schedule.ops[i];
       if (!is_transfer(o.kind)) continue;
       const bool tape = o.tensor == tensor_kind::tape;
       if (o.stage < (tape ? 1 : 0) || o.stage > L) continue;  // not a tensor of the chain
-      const size_type bytes = moved_bytes(f_.chain, o);
+      const size_type bytes = moved[i];
       if (o.kind == op_kind::offload) {
         ++offloads;
         offloaded += bytes;
