@@ -80,13 +80,19 @@ size_type store_all_peak(const chain& c) {
       .peak_memory;
 }
 
-// The schedule replays to what the result claims, within the budget.
-void check_replays(const chain& c, const solve_result& r) {
+// The schedule replays to what the result claims, within the budget. The claimed makespan sums
+// the model's times, rounded to a grid on which every order of summation is exact (docs/model.md);
+// the replay sums the chain's own times in its order: on times like 0.5 both are exact and equal,
+// on measured milliseconds they agree to `epsilon` (relative).
+void check_replays(const chain& c, const solve_result& r, double epsilon = 0) {
   const remat::replay_result p = remat::simulate(c, r.schedule.ops);
   REQUIRE(p.valid());
   CHECK(p.peak_memory <= r.budget);
   CHECK(p.peak_memory == r.schedule.peak_memory);
-  CHECK(p.makespan == r.schedule.makespan);
+  if (epsilon == 0)
+    CHECK(p.makespan == r.schedule.makespan);
+  else
+    CHECK(p.makespan == doctest::Approx(r.schedule.makespan).epsilon(epsilon));
 }
 
 }  // namespace
@@ -212,23 +218,28 @@ TEST_CASE("ResNet-18 with Rockmate's options: never slower than without, faster 
   const chain without = remat::io::read_chain_file(dir / "resnet18-rockmate.json").chain;
   REQUIRE(with.length() == without.length());
   const size_type top = store_all_peak(without);
+  // Every budget from a little below the least that either chain needs up to store-all: the
+  // feasible ones are a narrow band (the least budget is above 90% of store-all's peak).
+  const size_type least = remat::solve_optimal(without, top, exact).min_feasible_budget;
+  const size_type least_with = remat::solve_optimal(with, top, exact).min_feasible_budget;
+  CHECK(least_with <= least);
   int faster = 0, both = 0;
-  for (size_type budget = top / 10; budget <= top; budget += std::max<size_type>(1, top / 60)) {
+  for (size_type budget = std::min(least, least_with) - 3; budget <= top; ++budget) {
     CAPTURE(budget);
     const solve_result a = remat::solve_optimal(with, budget, exact);
     const solve_result b = remat::solve_optimal(without, budget, exact);
+    CHECK(a.feasible == (budget >= least_with));
+    CHECK(b.feasible == (budget >= least));
     if (b.feasible) {
       REQUIRE(a.feasible);
       CHECK(a.schedule.makespan <= b.schedule.makespan);
       ++both;
       if (a.schedule.makespan < b.schedule.makespan) ++faster;
     }
-    if (a.feasible) check_replays(with, a);
+    if (a.feasible) check_replays(with, a, 1e-12);
   }
   CHECK(both > 10);
-  CHECK(faster > 0);
-  CHECK(remat::solve_optimal(with, top, exact).min_feasible_budget <=
-        remat::solve_optimal(without, top, exact).min_feasible_budget);
+  CHECK(faster > 10);
 }
 
 TEST_CASE("F_all names its option; a bad option is an invalid op") {
