@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -625,8 +626,8 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     const remat::io::chain_file f = remat::io::read_chain_file(path);
     const nlohmann::ordered_json info =
         nlohmann::ordered_json::parse(run({path, "--info", "--json"}).out);
-    CHECK(info["options"] ==
-          nlohmann::json::array({1, 1, 1, 7, 7, 11, 7, 10, 7, 7, 5, 1, 1}));
+    CHECK(info["options"].get<std::vector<std::size_t>>() ==
+          std::vector<std::size_t>{1, 1, 1, 7, 7, 11, 7, 10, 7, 7, 5, 1, 1});
     const std::string text = run({path, "--info"}).out;
     CHECK(text.find("\noptions        8 of 13 stages list options, 66 in all; most: 11, stage 5 "
                     "(block5)\n               per stage: 1 1 1 7 7 11 7 10 7 7 5 1 1") !=
