@@ -5,6 +5,7 @@
 #include "bandwidth_arg.hpp"
 #include "solve_args.hpp"
 
+#include <remat/detail/walk.hpp>
 #include <remat/io/chain_json.hpp>
 #include <remat/op_table.hpp>
 #include <remat/solve.hpp>
@@ -72,7 +73,8 @@ inline bool bounded(const solve_report& rep) {
          rep.result.coarse_length == 0;
 }
 
-// An op as chain-format.md writes it: {"op": "F_ck", "stage": 3}, {"op": "loss"}, and the
+// An op as chain-format.md writes it: {"op": "F_ck", "stage": 3}, {"op": "loss"},
+// {"op": "F_all", "stage": 3, "option": 1} (docs/model.md, options per stage), and the
 // transfers of docs/offload.md as {"op": "offload", "tensor": "a", "index": 2}.
 inline nlohmann::ordered_json op_json(const op& o) {
   nlohmann::ordered_json j;
@@ -86,6 +88,7 @@ inline nlohmann::ordered_json op_json(const op& o) {
   }
   j["op"] = std::string(name(o.kind));
   if (o.kind != op_kind::loss) j["stage"] = o.stage;
+  if (o.option != 0) j["option"] = o.option;  // F_all(k, o); option 0 is left out
   return j;
 }
 }  // namespace detail
@@ -374,11 +377,18 @@ class report_writer {
     int offloads = 0, prefetches = 0, waits = 0;
     size_type offloaded = 0, prefetched = 0;
     const auto L = static_cast<std::int32_t>(f_.chain.length());
-    for (const op& o : r_.schedule.ops) {
+    // A tape's bytes are those of the option that recorded it: the walk knows it.
+    std::vector<size_type> moved(r_.schedule.ops.size(), 0);
+    remat::detail::walk(f_.chain, r_.schedule.ops,
+                        [&moved](const remat::detail::walked_op& w, const auto&) {
+                          if (is_transfer(w.o.kind)) moved[w.index] = w.input_bytes;
+                        });
+    for (std::size_t i = 0; i < r_.schedule.ops.size(); ++i) {
+      const op& o = r_.schedule.ops[i];
       if (!is_transfer(o.kind)) continue;
       const bool tape = o.tensor == tensor_kind::tape;
       if (o.stage < (tape ? 1 : 0) || o.stage > L) continue;  // not a tensor of the chain
-      const size_type bytes = moved_bytes(f_.chain, o);
+      const size_type bytes = moved[i];
       if (o.kind == op_kind::offload) {
         ++offloads;
         offloaded += bytes;
@@ -486,6 +496,9 @@ struct info_report {
   std::vector<stage_transfer> transfers;
   /// Where the chain has both directions of a link: the least budget of `offload` (with `slots`).
   size_type min_budget_offload = solve_result::no_budget;
+  /// Where some stage lists options (docs/model.md, "Several options per stage"): how many each
+  /// stage has (1 for a stage without a list). Empty otherwise.
+  std::vector<std::size_t> options;
 };
 
 /// The transfer figures of every stage of `c` (see `stage_transfer`).
@@ -517,8 +530,9 @@ inline std::vector<stage_transfer> stage_transfers(const chain& c) {
 /// The memory stage `k` needs whatever the schedule: the peak of storing everything on the chain
 /// of that stage alone (its input, the stage, a free loss), which is the larger of F_all(k)
 /// (input, tape, recording overhead) and B(k) (input, tape, incoming and outgoing gradients,
-/// backward overhead); every schedule of the chain runs both with at least that much held. For
-/// `k` = L, the loss: its input and its gradient, and its overhead.
+/// backward overhead), with the option of the stage that needs least; every schedule of the
+/// chain runs both with one option and at least that much held. For `k` = L, the loss: its
+/// input and its gradient, and its overhead.
 inline size_type stage_requirement(const chain& c, std::size_t k) {
   if (k == c.length()) {
     const size_type x = c.stages.back().output_size;
@@ -527,8 +541,14 @@ inline size_type stage_requirement(const chain& c, std::size_t k) {
   chain alone;
   alone.input_size = k == 0 ? c.input_size : c.stages[k - 1].output_size;
   alone.stages = {c.stages[k]};
-  const std::vector<op> ops = store_all_ops(1);
-  return simulate(alone, std::span<const op>(ops)).peak_memory;
+  std::vector<op> ops = store_all_ops(1);
+  size_type least = 0;
+  for (std::size_t o = 0; o < option_count(c.stages[k]); ++o) {
+    ops.front().option = static_cast<std::uint16_t>(o);
+    const size_type peak = simulate(alone, std::span<const op>(ops)).peak_memory;
+    if (o == 0 || peak < least) least = peak;
+  }
+  return least;
 }
 
 inline info_report compute_info(const io::chain_file& file, const solve_request& req) {
@@ -550,6 +570,9 @@ inline info_report compute_info(const io::chain_file& file, const solve_request&
       rep.largest_stage = k;
     }
   }
+  if (std::any_of(c.stages.begin(), c.stages.end(),
+                  [](const stage& s) { return !s.options.empty(); }))
+    for (const stage& s : c.stages) rep.options.push_back(option_count(s));
   if (detail::has_transfer(c)) rep.transfers = stage_transfers(c);
   if (c.transfer.available())
     rep.min_budget_offload = solve_offload(c, 0, {.slots = exact_units}).min_feasible_budget;
@@ -610,6 +633,8 @@ inline std::string format_info_json(const info_report& rep) {
   j["min_feasible_budget_exact"] = detail::budget_or_null(rep.min_budget_exact);
   j["largest_stage_memory"] = rep.largest_requirement;
   j["largest_stage"] = rep.largest_stage;
+  // Where some stage lists options only: how many each stage has.
+  if (!rep.options.empty()) j["options"] = rep.options;
   // Where the chain has a link to host memory only, after the keys above.
   if (!rep.transfers.empty()) {
     const auto or_null = [](const std::optional<double>& v) {
@@ -746,6 +771,22 @@ inline std::string format_info(const info_report& rep) {
                             share(rep.largest_requirement) + ", " +
                             detail::stage_label(f, rep.largest_stage) + " alone");
   line("", "(its forward with tape and its backward: no schedule fits in less)");
+  if (!rep.options.empty()) {
+    std::size_t total = 0, listing = 0, most = 0;
+    std::string counts;
+    for (std::size_t k = 0; k < rep.options.size(); ++k) {
+      total += rep.options[k];
+      if (!f.chain.stages[k].options.empty()) ++listing;
+      if (rep.options[k] > rep.options[most]) most = k;
+      if (k > 0) counts += ' ';
+      counts += std::to_string(rep.options[k]);
+    }
+    line("options", std::to_string(listing) + " of " + std::to_string(rep.options.size()) +
+                        " stages list options, " + std::to_string(total) +
+                        " in all; most: " + std::to_string(rep.options[most]) + ", " +
+                        detail::stage_label(f, most));
+    line("", "per stage: " + counts + " (F_all(k,o) records with option o)");
+  }
   if (!rep.transfers.empty()) out += format_transfer_info(rep);
   return out;
 }

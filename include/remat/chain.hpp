@@ -15,10 +15,32 @@
 
 namespace remat {
 
+/// One way to run a stage's recording forward F_all(k, o) and its backward B(k) (docs/model.md,
+/// "Several options per stage"): the times and overheads of both, and the size of the tape it
+/// leaves (>= the stage's output_size). `forward_overhead` is the transient of F_all(k, o).
+struct stage_option {
+  double forward_time = 0;
+  double backward_time = 0;
+  size_type tape_size = 0;
+  size_type forward_overhead = 0;
+  size_type backward_overhead = 0;
+
+  friend constexpr bool operator==(const stage_option&, const stage_option&) = default;
+};
+
+/// The largest number of options a stage may list (an op names its option in 16 bits).
+inline constexpr std::size_t max_options = std::size_t{1} << 16;
+
 /// One stage's costs, for users without a type of their own (see concepts.hpp for meanings).
 /// `recording_overhead` is the overhead of a recording forward F_all when it differs from
 /// `forward_overhead` (that of F_none and F_ck); empty, it is `forward_overhead`
 /// (docs/recording-overhead.md). Read it through `remat::recording_overhead(s)`.
+///
+/// `options`, where not empty, are the ways to run F_all and B (docs/model.md): the stage has
+/// those and no other, and its own `backward_time`, `tape_size`, `backward_overhead` and
+/// `recording_overhead` are not read by solvers or the simulator (a file may keep them for
+/// readers that know no options); `forward_time` and `forward_overhead` stay those of F_none and
+/// F_ck. Empty, the stage has one option made of its own fields (`option_at(s, 0)`).
 struct stage {
   double forward_time = 0;
   double backward_time = 0;
@@ -27,6 +49,7 @@ struct stage {
   size_type forward_overhead = 0;
   size_type backward_overhead = 0;
   std::optional<size_type> recording_overhead{};
+  std::vector<stage_option> options{};
 
   /// Equal costs: an empty `recording_overhead` equals one holding `forward_overhead`.
   friend constexpr bool operator==(const stage& a, const stage& b) {
@@ -35,9 +58,23 @@ struct stage {
            a.forward_overhead == b.forward_overhead &&
            a.backward_overhead == b.backward_overhead &&
            a.recording_overhead.value_or(a.forward_overhead) ==
-               b.recording_overhead.value_or(b.forward_overhead);
+               b.recording_overhead.value_or(b.forward_overhead) &&
+           a.options == b.options;
   }
 };
+
+/// How many options stage `s` has: its list's length, or 1 (its own fields) where it lists none.
+constexpr std::size_t option_count(const stage& s) noexcept {
+  return s.options.empty() ? 1 : s.options.size();
+}
+
+/// Option `o` of `s` (`o < option_count(s)`): the listed one, or, where the stage lists none,
+/// the one made of its own fields (its recording overhead as the option's forward overhead).
+constexpr stage_option option_at(const stage& s, std::size_t o) noexcept {
+  if (!s.options.empty()) return s.options[o];
+  return {s.forward_time, s.backward_time, s.tape_size,
+          s.recording_overhead.value_or(s.forward_overhead), s.backward_overhead};
+}
 
 /// The link between device and host memory (docs/offload.md): bandwidths in memory units per
 /// time unit of the chain. Moving a tensor of size s takes s / offload_bandwidth device-to-host,
@@ -107,6 +144,12 @@ namespace detail {
   throw chain_error(stage_index, field, rule);
 }
 
+// A field of option `o` of a stage: `options[1].tape_size`.
+[[noreturn]] inline void throw_option_error(std::size_t stage_index, std::size_t o,
+                                            const char* field, const std::string& rule) {
+  throw chain_error(stage_index, "options[" + std::to_string(o) + "]." + field, rule);
+}
+
 // Times must be finite and non-negative. `t - t == 0` is false exactly for NaN and infinities,
 // and unlike std::isfinite it is usable in constant expressions.
 template <class T>
@@ -128,6 +171,30 @@ constexpr size_type checked_size(T value, std::size_t stage_index, const char* f
   return static_cast<size_type>(value);
 }
 
+// The checks of `checked_time` and `checked_size` on a field of option `o` of a stage.
+template <class T>
+constexpr double checked_option_time(T value, std::size_t stage_index, std::size_t o,
+                                     const char* field) {
+  const auto t = static_cast<double>(value);
+  if (!(t - t == 0)) throw_option_error(stage_index, o, field, "must be a finite number");
+  if (t < 0)
+    throw_option_error(stage_index, o, field, "must be >= 0 (" + std::to_string(t) + ")");
+  return t;
+}
+
+template <class T>
+constexpr size_type checked_option_size(T value, std::size_t stage_index, std::size_t o,
+                                        const char* field) {
+  if constexpr (std::is_signed_v<T>) {
+    if (value < 0)
+      throw_option_error(stage_index, o, field, "must be >= 0 (" + std::to_string(value) + ")");
+  }
+  if (static_cast<std::uintmax_t>(value) > static_cast<std::uintmax_t>(max_size))
+    throw_option_error(stage_index, o, field,
+                       "must be <= 2^62 (" + std::to_string(value) + ")");
+  return static_cast<size_type>(value);
+}
+
 // Adds `v` to `total`, failing when the total memory of the chain no longer fits in 64 bits.
 constexpr void add_checked(size_type& total, size_type v, std::size_t stage_index,
                            const char* field) {
@@ -142,10 +209,13 @@ constexpr void add_checked(size_type& total, size_type v, std::size_t stage_inde
 
 /// Checks every value of `c` against the model; throws `chain_error` naming the first bad one.
 /// The checks: at least one stage; times finite and >= 0; sizes >= 0 and <= 2^62;
-/// tape_size >= output_size; the chain's total memory (input, every output twice for the
-/// activation and its gradient, every tape, the largest overhead) fits in a signed 64-bit integer,
+/// tape_size >= output_size; each option's (`options[o]`) times and sizes likewise, its
+/// tape_size >= the stage's output_size, at most `max_options` options; the chain's total memory
+/// (input, every output twice for the activation and its gradient, every stage's largest tape,
+/// the largest overhead) fits in a signed 64-bit integer,
 /// so that no memory figure a solver or the simulator computes can overflow; and
-/// (L + 1) * sum(forward_time) + sum(backward_time) + loss is finite, a bound on the time of any
+/// (L + 1) * sum(forward_time) + sum(backward_time) + loss, each stage's times the largest of its
+/// own and its options', is finite, a bound on the time of any
 /// schedule a solver returns (no stage is run forward more than L + 1 times by a persistent
 /// schedule), so no makespan overflows a double.
 constexpr void validate(const chain& c) {
@@ -171,9 +241,28 @@ constexpr void validate(const chain& c) {
       throw_chain_error(k, "tape_size",
                         "must be >= output_size (" + std::to_string(s.tape_size) + " < " +
                             std::to_string(s.output_size) + ")");
+    if (s.options.size() > max_options)
+      throw_chain_error(k, "options",
+                        "must list at most 65536 options (" + std::to_string(s.options.size()) +
+                            ")");
+    size_type largest_tape = s.tape_size;
+    for (std::size_t o = 0; o < s.options.size(); ++o) {
+      const stage_option& p = s.options[o];
+      detail::checked_option_time(p.forward_time, k, o, "forward_time");
+      detail::checked_option_time(p.backward_time, k, o, "backward_time");
+      detail::checked_option_size(p.tape_size, k, o, "tape_size");
+      detail::checked_option_size(p.forward_overhead, k, o, "forward_overhead");
+      detail::checked_option_size(p.backward_overhead, k, o, "backward_overhead");
+      if (p.tape_size < s.output_size)
+        detail::throw_option_error(k, o, "tape_size",
+                                   "must be >= output_size (" + std::to_string(p.tape_size) +
+                                       " < " + std::to_string(s.output_size) + ")");
+      largest_tape = std::max(largest_tape, p.tape_size);
+      largest_overhead = std::max({largest_overhead, p.forward_overhead, p.backward_overhead});
+    }
     detail::add_checked(total, s.output_size, k, "output_size");
     detail::add_checked(total, s.output_size, k, "output_size");
-    detail::add_checked(total, s.tape_size, k, "tape_size");
+    detail::add_checked(total, largest_tape, k, "tape_size");
     largest_overhead = std::max({largest_overhead, s.forward_overhead, s.backward_overhead,
                                  s.recording_overhead.value_or(0)});
   }
@@ -195,7 +284,13 @@ constexpr void validate(const chain& c) {
   const auto repeats = static_cast<double>(c.stages.size() + 1);
   double time = c.loss_time;
   for (std::size_t k = 0; k < c.stages.size(); ++k) {
-    time += repeats * c.stages[k].forward_time + c.stages[k].backward_time;
+    double forward = c.stages[k].forward_time;
+    double backward = c.stages[k].backward_time;
+    for (const stage_option& p : c.stages[k].options) {
+      forward = std::max(forward, p.forward_time);
+      backward = std::max(backward, p.backward_time);
+    }
+    time += repeats * forward + backward;
     if (!(time - time == 0))
       throw_chain_error(k, "forward_time",
                         "the chain's times are too large: (L + 1) x the forward times plus the "
@@ -227,7 +322,23 @@ constexpr chain to_chain(const C& c) {
       const size_type recording =
           detail::checked_size(remat::recording_overhead(s), k, "recording_overhead");
       if (recording != st.forward_overhead) st.recording_overhead = recording;
-      out.stages.push_back(st);
+      if constexpr (std::is_invocable_v<decltype(remat::stage_options), const decltype(s)&>) {
+        const auto& listed = remat::stage_options(s);
+        if (static_cast<std::size_t>(std::ranges::size(listed)) > max_options)
+          detail::throw_chain_error(k, "options", "must list at most 65536 options");
+        std::size_t o = 0;
+        for (const auto& p : listed) {
+          st.options.push_back(
+              {detail::checked_option_time(remat::forward_time(p), k, o, "forward_time"),
+               detail::checked_option_time(remat::backward_time(p), k, o, "backward_time"),
+               detail::checked_option_size(remat::tape_size(p), k, o, "tape_size"),
+               detail::checked_option_size(remat::forward_overhead(p), k, o, "forward_overhead"),
+               detail::checked_option_size(remat::backward_overhead(p), k, o,
+                                           "backward_overhead")});
+          ++o;
+        }
+      }
+      out.stages.push_back(std::move(st));
       ++k;
     }
     out.input_size =

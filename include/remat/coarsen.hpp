@@ -64,6 +64,12 @@ namespace detail {
 
 // The coarse chain of validated chain `c` with block starts `starts` (checked by the caller).
 constexpr coarse_chain merge_blocks(const chain& c, std::vector<std::int32_t> starts) {
+  // A block records the tapes of all its stages at once, so several options per stage would make
+  // a block's options their product: not done.
+  for (std::size_t k = 0; k < c.stages.size(); ++k)
+    if (!c.stages[k].options.empty())
+      throw_coarsen_error("stages[" + std::to_string(k) +
+                          "].options: a chain whose stages list options cannot be coarsened");
   coarse_chain out;
   out.chain.input_size = c.input_size;
   out.chain.loss_time = c.loss_time;

@@ -19,6 +19,13 @@
 //                         to forward_overhead(s). A std::optional value counts only when it holds
 //                         one (remat::stage's field is one).
 //   backward_overhead(s)* bt[k]   integral
+//   stage_options(s)      the stage's options (docs/model.md, "Several options per stage"): a
+//                         sized forward range of option types, each read through forward_time,
+//                         backward_time, tape_size, forward_overhead* and backward_overhead* above
+//                         (fw_o, bw_o, xb_o, ft_o, bt_o of F_all(k, o) and B(k)). Looked up as a
+//                         member function `s.options()`, a data member `s.options`, or a free
+//                         function `stage_options(s)` found by ADL. Optional: without it, or with
+//                         an empty range, the stage has one option made of its own fields.
 //
 // Chain (a sized range of stages, an input and a loss):
 //   stages(c)             a sized forward range whose elements model `stage_like`
@@ -127,6 +134,37 @@ REMAT_DETAIL_CPO(prefetch_bandwidth)
 
 #undef REMAT_DETAIL_CPO
 
+// The options of a stage: looked up as `s.options()`, `s.options`, or ADL `stage_options(s)`
+// (the member is named `options`, as remat::stage's; the function object is `stage_options`, so
+// that parameters named `options` do not shadow it).
+namespace stage_options_ns {
+void stage_options() = delete;
+template <class T>
+concept has_member_fn = requires(const T& t) {
+  t.options();
+};
+template <class T>
+concept has_member_data = requires(const T& t) {
+  t.options;
+};
+template <class T>
+concept has_adl = requires(const T& t) {
+  stage_options(t);
+};
+struct fn {
+  template <class T>
+  requires has_member_fn<T> || has_member_data<T> || has_adl<T>
+  constexpr decltype(auto) operator()(const T& t) const {
+    if constexpr (has_member_fn<T>)
+      return t.options();
+    else if constexpr (has_member_data<T>)
+      return (t.options);
+    else
+      return stage_options(t);
+  }
+};
+}  // namespace stage_options_ns
+
 // An optional customization point: the user's value when one is provided, else 0. A member or
 // free function of the point's name that cannot be called on a const object is an error, not a
 // silent 0.
@@ -192,6 +230,7 @@ inline constexpr detail::cpo::fallback_fn<
     recording_overhead{};
 inline constexpr detail::cpo::optional_fn<detail::cpo::backward_overhead_ns::fn>
     backward_overhead{};
+inline constexpr detail::cpo::stage_options_ns::fn stage_options{};
 inline constexpr detail::cpo::stages_ns::fn stages{};
 inline constexpr detail::cpo::input_size_ns::fn input_size{};
 inline constexpr detail::cpo::optional_fn<detail::cpo::loss_time_ns::fn> loss_time{};
@@ -201,9 +240,33 @@ inline constexpr detail::cpo::optional_fn<detail::cpo::offload_bandwidth_ns::fn>
 inline constexpr detail::cpo::optional_fn<detail::cpo::prefetch_bandwidth_ns::fn>
     prefetch_bandwidth{};
 
-/// A type that describes one stage's costs: two times and two sizes, plus optional overheads.
+/// A type that describes one option of a stage: two times and a tape size, plus optional
+/// overheads (those of F_all(k, o) and B(k)).
+template <class O>
+concept stage_option_like = requires(const O& o) {
+  { remat::forward_time(o) } -> detail::cpo::time_value;
+  { remat::backward_time(o) } -> detail::cpo::time_value;
+  { remat::tape_size(o) } -> detail::cpo::size_value;
+  { remat::forward_overhead(o) } -> detail::cpo::size_value;
+  { remat::backward_overhead(o) } -> detail::cpo::size_value;
+};
+
+namespace detail {
+// No options, or a sized forward range of `stage_option_like` ones.
 template <class S>
-concept stage_like = requires(const S& s) {
+concept options_fit = !std::is_invocable_v<decltype(remat::stage_options), const S&> || requires(
+    const S& s) {
+  requires std::ranges::forward_range<decltype(remat::stage_options(s))>;
+  requires std::ranges::sized_range<decltype(remat::stage_options(s))>;
+  requires stage_option_like<
+      std::ranges::range_value_t<std::remove_cvref_t<decltype(remat::stage_options(s))>>>;
+};
+}  // namespace detail
+
+/// A type that describes one stage's costs: two times and two sizes, plus optional overheads and
+/// options.
+template <class S>
+concept stage_like = detail::options_fit<S> && requires(const S& s) {
   { remat::forward_time(s) } -> detail::cpo::time_value;
   { remat::backward_time(s) } -> detail::cpo::time_value;
   { remat::output_size(s) } -> detail::cpo::size_value;

@@ -219,12 +219,13 @@ class host_executor {
       case op_kind::forward_checkpoint:
       case op_kind::forward_all:
         callbacks.forward(forward_call{s.stage, s.kind == op_kind::forward_all, bytes(s.input),
-                                       bytes(s.output), bytes(s.saved), bytes(s.workspace)});
+                                       bytes(s.output), bytes(s.saved), bytes(s.workspace),
+                                       s.option});
         break;
       case op_kind::backward:
         callbacks.backward(backward_call{s.stage, bytes(s.input), bytes(s.output), bytes(s.saved),
                                          bytes(s.output_gradient), bytes(s.input_gradient),
-                                         bytes(s.workspace)});
+                                         bytes(s.workspace), s.option});
         break;
       case op_kind::loss:
         callbacks.loss(loss_call{bytes(s.input), bytes(s.input_gradient), bytes(s.workspace)});

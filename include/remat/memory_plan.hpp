@@ -113,6 +113,9 @@ struct step {
   buffer_id workspace = no_buffer;  ///< the op's overhead (possibly 0 bytes)
   size_type input_size = 0;         ///< x[k]: the bytes of the activation read
   size_type output_size = 0;        ///< x[k+1]: the activation part of the tape written or read
+  /// The option the op runs: F_all(k, o)'s o; for B(k) (and a tape's transfer) that of the F_all
+  /// that recorded its tape; 0 otherwise (docs/model.md, "Several options per stage").
+  std::uint16_t option = 0;
 };
 
 struct memory_plan {
@@ -201,6 +204,7 @@ constexpr memory_plan buffer_lifetimes(const chain& c, std::span<const op> ops,
     step s{w.o};
     s.input_size = w.input_bytes;
     s.output_size = w.above_bytes;
+    s.option = w.option;
     if (w.made != no_value) {
       const value& v = values[w.made];
       const buffer_kind kind = v.kind == 'g'   ? buffer_kind::gradient

@@ -36,6 +36,7 @@ enum class replay_error : std::uint8_t {
   not_on_device,        ///< O(k) on a tensor not held on the device
   already_on_host,      ///< O(k) on a tensor that already has a host copy
   no_host_copy,         ///< P(k) or W(k) on a tensor without a host copy
+  bad_option,           ///< F_all(k, o) with o not an option of stage k, or an option on another op
 };
 
 /// A tensor of the model: `a_k` (activation), `t_k` (tape) or `g_k` (gradient).
@@ -60,12 +61,13 @@ enum class operand : std::uint8_t {
 };
 
 /// Which of the chain's figures an op's time and transient come from (docs/model.md's arrays).
+/// The recording forward and the backward read the option `o` they run (`option_at`).
 enum class cost_source : std::uint8_t {
   none,       ///< 0
   forward,    ///< time fw[k], transient ft[k]
-  recording,  ///< time fw[k], transient fa[k] (ft[k] where none is given)
+  recording,  ///< time fw_o[k], transient ft_o[k] (with one option: fw[k], and fa[k] or ft[k])
   loss,       ///< time bw[L], transient bt[L]
-  backward,   ///< time bw[k], transient bt[k]
+  backward,   ///< time bw_o[k], transient bt_o[k]
   offload,    ///< time: the tensor's bytes / offload bandwidth; no transient
   prefetch,   ///< time: the tensor's bytes / prefetch bandwidth; no transient
 };
@@ -130,46 +132,56 @@ constexpr const op_rule& rule(op_kind k) noexcept {
   return op_table[static_cast<std::size_t>(k)];
 }
 
-/// The bytes of a_k (x[k], k in 0..L) and of t_k (xb[k], k in 1..L) on a chain.
+/// The bytes of a_k (x[k], k in 0..L) and of t_k (xb_o[k], k in 1..L, recorded with option o
+/// of stage k-1) on a chain.
 constexpr size_type activation_bytes(const chain& c, std::int32_t k) noexcept {
   return k == 0 ? c.input_size : c.stages[static_cast<std::size_t>(k - 1)].output_size;
 }
-constexpr size_type tape_bytes(const chain& c, std::int32_t k) noexcept {
-  return c.stages[static_cast<std::size_t>(k - 1)].tape_size;
+constexpr size_type tape_bytes(const chain& c, std::int32_t k, std::size_t option = 0) noexcept {
+  return option_at(c.stages[static_cast<std::size_t>(k - 1)], option).tape_size;
 }
-/// The bytes of the tensor a transfer op moves.
-constexpr size_type moved_bytes(const chain& c, const op& o) noexcept {
-  return o.tensor == tensor_kind::tape ? tape_bytes(c, o.stage) : activation_bytes(c, o.stage);
+/// The bytes of the tensor a transfer op moves; `option`: that of the tape, where it moves one.
+constexpr size_type moved_bytes(const chain& c, const op& o, std::size_t option = 0) noexcept {
+  return o.tensor == tensor_kind::tape ? tape_bytes(c, o.stage, option)
+                                       : activation_bytes(c, o.stage);
 }
 
-/// How long `o` takes on `c` (a valid op of a validated chain).
-constexpr double op_time(const chain& c, const op& o) noexcept {
+/// How long `o` takes on `c` (a valid op of a validated chain), running option `option`: that
+/// of F_all(k, o) is `o.option`; B(k) and a transfer of t_k run the option of the F_all that
+/// recorded their tape, which a walk over the schedule knows (`detail::walked_op::option`).
+constexpr double op_time(const chain& c, const op& o, std::size_t option) noexcept {
   const auto k = static_cast<std::size_t>(o.stage);
   switch (rule(o.kind).cost) {
-    case cost_source::forward:
-    case cost_source::recording: return c.stages[k].forward_time;
+    case cost_source::forward: return c.stages[k].forward_time;
+    case cost_source::recording: return option_at(c.stages[k], option).forward_time;
     case cost_source::loss: return c.loss_time;
-    case cost_source::backward: return c.stages[k].backward_time;
+    case cost_source::backward: return option_at(c.stages[k], option).backward_time;
     case cost_source::offload:
-      return static_cast<double>(moved_bytes(c, o)) / c.transfer.offload_bandwidth;
+      return static_cast<double>(moved_bytes(c, o, option)) / c.transfer.offload_bandwidth;
     case cost_source::prefetch:
-      return static_cast<double>(moved_bytes(c, o)) / c.transfer.prefetch_bandwidth;
+      return static_cast<double>(moved_bytes(c, o, option)) / c.transfer.prefetch_bandwidth;
     case cost_source::none: return 0;
   }
   return 0;
 }
+/// `op_time(c, o, o.option)`: exact for every op on a chain without options, and for F_all.
+constexpr double op_time(const chain& c, const op& o) noexcept { return op_time(c, o, o.option); }
 
-/// The transient memory `o` holds while it runs on `c` (its overhead).
-constexpr size_type op_transient(const chain& c, const op& o) noexcept {
+/// The transient memory `o` holds while it runs on `c` (its overhead), running `option` (as for
+/// `op_time`).
+constexpr size_type op_transient(const chain& c, const op& o, std::size_t option) noexcept {
   const auto k = static_cast<std::size_t>(o.stage);
   switch (rule(o.kind).cost) {
     case cost_source::forward: return c.stages[k].forward_overhead;
-    case cost_source::recording:
-      return c.stages[k].recording_overhead.value_or(c.stages[k].forward_overhead);
+    case cost_source::recording: return option_at(c.stages[k], option).forward_overhead;
     case cost_source::loss: return c.loss_overhead;
-    case cost_source::backward: return c.stages[k].backward_overhead;
+    case cost_source::backward: return option_at(c.stages[k], option).backward_overhead;
     default: return 0;
   }
+}
+/// `op_transient(c, o, o.option)`.
+constexpr size_type op_transient(const chain& c, const op& o) noexcept {
+  return op_transient(c, o, o.option);
 }
 
 }  // namespace remat

@@ -67,11 +67,13 @@ enum class tensor_kind : std::uint8_t { activation, tape };
 
 /// One operation. `stage` is the stage index k (for `loss`, the chain length L; for a transfer,
 /// the index k of a_k or t_k); `tensor` says which of a_k and t_k a transfer moves (compute ops
-/// leave it `activation`).
+/// leave it `activation`); `option` is the option o of F_all(k, o) (docs/model.md, "Several
+/// options per stage"), 0 for every other op: B(k) runs the option of the tape it consumes.
 struct op {
   op_kind kind = op_kind::loss;
   std::int32_t stage = 0;
   tensor_kind tensor = tensor_kind::activation;
+  std::uint16_t option = 0;
 
   friend constexpr bool operator==(const op&, const op&) = default;
 };
@@ -82,8 +84,9 @@ constexpr op f_none(std::int32_t k) noexcept {
 constexpr op f_ck(std::int32_t k) noexcept {
   return {op_kind::forward_checkpoint, k};
 }
-constexpr op f_all(std::int32_t k) noexcept {
-  return {op_kind::forward_all, k};
+/// F_all(k, o): records the tape t_{k+1} with option o.
+constexpr op f_all(std::int32_t k, std::uint16_t option = 0) noexcept {
+  return {op_kind::forward_all, k, tensor_kind::activation, option};
 }
 constexpr op loss_op(std::int32_t length) noexcept {
   return {op_kind::loss, length};
@@ -104,12 +107,16 @@ constexpr op wait_for(std::int32_t k, tensor_kind t = tensor_kind::activation) n
   return {op_kind::wait, k, t};
 }
 
-/// `F_ck(3)`, `loss`, `B(0)`, `O(2,a)`, `P(3,t)`.
+/// `F_ck(3)`, `loss`, `B(0)`, `O(2,a)`, `P(3,t)`; `F_all(3,1)` for option 1 (option 0 is
+/// `F_all(3)`).
 inline std::string to_string(const op& o) {
   if (o.kind == op_kind::loss) return "loss";
   if (is_transfer(o.kind))
     return std::string(name(o.kind)) + "(" + std::to_string(o.stage) +
            (o.tensor == tensor_kind::tape ? ",t)" : ",a)");
+  if (o.option != 0)
+    return std::string(name(o.kind)) + "(" + std::to_string(o.stage) + "," +
+           std::to_string(o.option) + ")";
   return std::string(name(o.kind)) + "(" + std::to_string(o.stage) + ")";
 }
 

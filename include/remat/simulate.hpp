@@ -254,6 +254,12 @@ inline std::string describe(const replay_result& r, std::span<const op> ops) {
     case replay_error::already_on_host:
       return where + ": " + tensor + " already has a host copy";
     case replay_error::no_host_copy: return where + ": " + tensor + " has no host copy";
+    case replay_error::bad_option:
+      if (ops[r.first_invalid].kind != op_kind::forward_all)
+        return where + ": only F_all names an option (it carries " +
+               std::to_string(ops[r.first_invalid].option) + ")";
+      return where + ": stage " + std::to_string(ops[r.first_invalid].stage) +
+             " has no option " + std::to_string(ops[r.first_invalid].option);
   }
   return where;
 }

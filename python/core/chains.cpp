@@ -75,10 +75,35 @@ struct py_stage {
   std::string name;
 };
 
+// One option of a stage (docs/model.md, "Several options per stage"): its values are checked
+// with the stage that lists it, whose checks name stages[k].options[o].field.
+remat::stage_option make_stage_option(py::handle forward_time, py::handle backward_time,
+                                      py::handle tape_size, py::handle forward_overhead,
+                                      py::handle backward_overhead) {
+  remat::stage_option o;
+  o.forward_time = to_time(forward_time, no_stage, "forward_time");
+  o.backward_time = to_time(backward_time, no_stage, "backward_time");
+  o.tape_size = to_size(tape_size, no_stage, "tape_size");
+  o.forward_overhead = to_size(forward_overhead, no_stage, "forward_overhead");
+  o.backward_overhead = to_size(backward_overhead, no_stage, "backward_overhead");
+  return o;
+}
+
+std::string stage_option_repr(const remat::stage_option& o) {
+  std::ostringstream out;
+  out.precision(17);
+  out << "StageOption(forward_time=" << o.forward_time << ", backward_time=" << o.backward_time
+      << ", tape_size=" << o.tape_size;
+  if (o.forward_overhead != 0) out << ", forward_overhead=" << o.forward_overhead;
+  if (o.backward_overhead != 0) out << ", backward_overhead=" << o.backward_overhead;
+  out << ")";
+  return out.str();
+}
+
 py_stage make_stage(py::handle forward_time, py::handle backward_time, py::handle output_size,
                     py::handle tape_size, py::handle forward_overhead,
                     py::handle backward_overhead, py::handle recording_overhead,
-                    std::string name, std::size_t k) {
+                    std::vector<remat::stage_option> options, std::string name, std::size_t k) {
   py_stage s;
   s.costs.forward_time = to_time(forward_time, k, "forward_time");
   s.costs.backward_time = to_time(backward_time, k, "backward_time");
@@ -88,6 +113,7 @@ py_stage make_stage(py::handle forward_time, py::handle backward_time, py::handl
   s.costs.backward_overhead = to_size(backward_overhead, k, "backward_overhead");
   if (!recording_overhead.is_none())
     s.costs.recording_overhead = to_size(recording_overhead, k, "recording_overhead");
+  s.costs.options = std::move(options);
   validate_alone(s.costs, {}, k);
   s.name = std::move(name);
   return s;
@@ -104,6 +130,12 @@ std::string stage_repr(const py_stage& s) {
   if (s.costs.backward_overhead != 0) o << ", backward_overhead=" << s.costs.backward_overhead;
   if (s.costs.recording_overhead)
     o << ", recording_overhead=" << *s.costs.recording_overhead;
+  if (!s.costs.options.empty()) {
+    o << ", options=[";
+    for (std::size_t p = 0; p < s.costs.options.size(); ++p)
+      o << (p == 0 ? "" : ", ") << stage_option_repr(s.costs.options[p]);
+    o << "]";
+  }
   o << ")";
   return o.str();
 }
@@ -187,7 +219,7 @@ remat::io::chain_file chain_from_columns(
   const py::int_ zero(0);
   for (std::size_t k = 0; k < n; ++k)
     stages.push_back(make_stage(fw[k], bw[k], out[k], tape[k], fo.empty() ? zero : fo[k],
-                                bo.empty() ? zero : bo[k], ro.empty() ? py::none() : ro[k],
+                                bo.empty() ? zero : bo[k], ro.empty() ? py::none() : ro[k], {},
                                 nm.empty() ? "" : py::str(nm[k]).cast<std::string>(), k));
   return make_chain(stages, input_size, loss_time, loss_overhead,
                     transfer.value_or(remat::transfer_rates{}), std::move(name),
@@ -195,20 +227,35 @@ remat::io::chain_file chain_from_columns(
 }
 
 void bind_stage(py::module_& m) {
+  py::class_<remat::stage_option>(
+      m, "StageOption",
+      "One way to run a stage's recording forward F_all(k, o) and its backward B(k): their "
+      "times and overheads, and the tape it leaves (docs/model.md, options per stage).")
+      .def(py::init(&make_stage_option), py::kw_only(), py::arg("forward_time"),
+           py::arg("backward_time"), py::arg("tape_size"), py::arg("forward_overhead") = 0,
+           py::arg("backward_overhead") = 0)
+      .def_readonly("forward_time", &remat::stage_option::forward_time)
+      .def_readonly("backward_time", &remat::stage_option::backward_time)
+      .def_readonly("tape_size", &remat::stage_option::tape_size)
+      .def_readonly("forward_overhead", &remat::stage_option::forward_overhead)
+      .def_readonly("backward_overhead", &remat::stage_option::backward_overhead)
+      .def("__eq__", [](const remat::stage_option& a,
+                        const remat::stage_option& b) { return a == b; })
+      .def("__repr__", &stage_option_repr);
   py::class_<py_stage>(m, "Stage", "One stage's costs: times in the chain's time unit, sizes in "
                                    "its memory unit (docs/chain-format.md).")
       .def(py::init([](py::handle forward_time, py::handle backward_time, py::handle output_size,
                        py::handle tape_size, py::handle forward_overhead,
                        py::handle backward_overhead, py::handle recording_overhead,
-                       std::string name) {
+                       std::vector<remat::stage_option> options, std::string name) {
              return make_stage(forward_time, backward_time, output_size, tape_size,
                                forward_overhead, backward_overhead, recording_overhead,
-                               std::move(name), no_stage);
+                               std::move(options), std::move(name), no_stage);
            }),
            py::kw_only(), py::arg("forward_time"), py::arg("backward_time"),
            py::arg("output_size"), py::arg("tape_size"), py::arg("forward_overhead") = 0,
            py::arg("backward_overhead") = 0, py::arg("recording_overhead") = py::none(),
-           py::arg("name") = "")
+           py::arg("options") = std::vector<remat::stage_option>{}, py::arg("name") = "")
       .def_property_readonly("forward_time", [](const py_stage& s) { return s.costs.forward_time; })
       .def_property_readonly("backward_time",
                              [](const py_stage& s) { return s.costs.backward_time; })
@@ -221,6 +268,10 @@ void bind_stage(py::module_& m) {
       .def_property_readonly(
           "recording_overhead", [](const py_stage& s) { return s.costs.recording_overhead; },
           "The recording forward's overhead where it differs from forward_overhead, else None.")
+      .def_property_readonly(
+          "options", [](const py_stage& s) { return s.costs.options; },
+          "The stage's options as listed (F_all(k, o) runs options[o]); empty: one option, of "
+          "the stage's own fields.")
       .def_property_readonly("name", [](const py_stage& s) { return s.name; })
       .def("__eq__", [](const py_stage& a, const py_stage& b) {
         return a.costs == b.costs && a.name == b.name;

@@ -35,8 +35,16 @@ remat::op_kind kind_from_name(const std::string& n) {
                         "' (known: F_none, F_ck, F_all, loss, B, O|offload, P|prefetch, W|wait)");
 }
 
-remat::op make_op(const std::string& kind, std::int32_t index, std::optional<std::string> tensor) {
+remat::op make_op(const std::string& kind, std::int32_t index, std::optional<std::string> tensor,
+                  int option) {
   remat::op o{kind_from_name(kind), index};
+  if (option != 0 && o.kind != remat::op_kind::forward_all)
+    throw py::value_error(std::string(remat::name(o.kind)) +
+                          " runs no option of its own: only F_all names one (option=0)");
+  if (option < 0 || option >= static_cast<int>(remat::max_options))
+    throw py::value_error("an option is from 0 to " + std::to_string(remat::max_options - 1) +
+                          " (got " + std::to_string(option) + ")");
+  o.option = static_cast<std::uint16_t>(option);
   if (remat::is_transfer(o.kind)) {
     const std::string t = tensor.value_or("a");
     if (t != "a" && t != "t")
@@ -66,6 +74,7 @@ const char* replay_error_name(remat::replay_error e) {
     case replay_error::not_on_device: return "not_on_device";
     case replay_error::already_on_host: return "already_on_host";
     case replay_error::no_host_copy: return "no_host_copy";
+    case replay_error::bad_option: return "bad_option";
   }
   return "?";
 }
@@ -90,7 +99,8 @@ void bind_op(py::module_& m) {
   py::class_<remat::op>(m, "Op",
                         "One operation of a schedule: F_none(k), F_ck(k), F_all(k), loss, B(k), "
                         "and with offloading O(k,a|t), P(k,a|t), W(k,a|t).")
-      .def(py::init(&make_op), py::arg("kind"), py::arg("index"), py::arg("tensor") = py::none())
+      .def(py::init(&make_op), py::arg("kind"), py::arg("index"), py::arg("tensor") = py::none(),
+           py::kw_only(), py::arg("option") = 0)
       .def_property_readonly(
           "kind", [](const remat::op& o) { return std::string(remat::name(o.kind)); },
           "F_none, F_ck, F_all, loss, B, O, P or W.")
@@ -104,19 +114,24 @@ void bind_op(py::module_& m) {
             return o.tensor == remat::tensor_kind::tape ? "t" : "a";
           },
           "'a' or 't' for a transfer, None for a compute op.")
+      .def_property_readonly(
+          "option", [](const remat::op& o) { return o.option; },
+          "F_all(k, o)'s option o (docs/model.md, options per stage); 0 for every other op: "
+          "B(k) runs the option of the tape it consumes.")
       .def_property_readonly("is_transfer",
                              [](const remat::op& o) { return remat::is_transfer(o.kind); })
       .def("__eq__", [](const remat::op& a, const remat::op& b) { return a == b; })
       .def("__hash__",
            [](const remat::op& o) {
              return py::hash(py::make_tuple(static_cast<int>(o.kind), o.stage,
-                                            static_cast<int>(o.tensor)));
+                                            static_cast<int>(o.tensor), o.option));
            })
       .def("__str__", [](const remat::op& o) { return remat::to_string(o); })
       .def("__repr__", [](const remat::op& o) {
         std::string s = "Op('" + std::string(remat::name(o.kind)) + "', " + std::to_string(o.stage);
         if (remat::is_transfer(o.kind))
           s += o.tensor == remat::tensor_kind::tape ? ", 't'" : ", 'a'";
+        if (o.option != 0) s += ", option=" + std::to_string(o.option);
         return s + ")";
       });
 }

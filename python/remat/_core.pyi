@@ -9,6 +9,28 @@ _Time = SupportsFloat
 _Size = SupportsIndex
 _Column = Sequence[object]  # a list, a tuple or a numpy array
 
+class StageOption:
+    """One way to run a stage's recording forward F_all(k, o) and its backward B(k)."""
+    def __init__(
+        self,
+        *,
+        forward_time: _Time,
+        backward_time: _Time,
+        tape_size: _Size,
+        forward_overhead: _Size = 0,
+        backward_overhead: _Size = 0,
+    ) -> None: ...
+    @property
+    def forward_time(self) -> float: ...
+    @property
+    def backward_time(self) -> float: ...
+    @property
+    def tape_size(self) -> int: ...
+    @property
+    def forward_overhead(self) -> int: ...
+    @property
+    def backward_overhead(self) -> int: ...
+
 class Stage:
     """One stage's costs: times in the chain's time unit, sizes in its memory unit."""
     def __init__(
@@ -21,6 +43,7 @@ class Stage:
         forward_overhead: _Size = 0,
         backward_overhead: _Size = 0,
         recording_overhead: _Size | None = None,
+        options: Sequence[StageOption] = (),
         name: str = "",
     ) -> None: ...
     @property
@@ -37,6 +60,8 @@ class Stage:
     def backward_overhead(self) -> int: ...
     @property
     def recording_overhead(self) -> int | None: ...
+    @property
+    def options(self) -> list[StageOption]: ...
     @property
     def name(self) -> str: ...
 
@@ -113,7 +138,7 @@ _OpKind = Literal["F_none", "F_ck", "F_all", "loss", "B", "O", "P", "W"]
 class Op:
     """F_none(k), F_ck(k), F_all(k), loss, B(k), and the transfers O(k,a|t), P(k,a|t), W(k,a|t)."""
     def __init__(
-        self, kind: str, index: int, tensor: Literal["a", "t"] | None = None
+        self, kind: str, index: int, tensor: Literal["a", "t"] | None = None, *, option: int = 0
     ) -> None: ...
     @property
     def kind(self) -> _OpKind: ...
@@ -121,6 +146,8 @@ class Op:
     def index(self) -> int: ...
     @property
     def tensor(self) -> Literal["a", "t"] | None: ...
+    @property
+    def option(self) -> int: ...
     @property
     def is_transfer(self) -> bool: ...
     def __hash__(self) -> int: ...

@@ -2,10 +2,13 @@
 """Cross-checks remat-solve against an independent implementation of docs/model.md.
 
 Written from the formulas of docs/model.md (with the recording overheads of the repository's
-docs/recording-overhead.md: F_all(k) peaks at held + fa[k], fa = ft where a stage gives none),
-not from the C++: a memoized recursion for OPT(i, l, m),
+docs/recording-overhead.md: F_all(k) peaks at held + fa[k], fa = ft where a stage gives none; and
+its "Several options per stage": F_all(k, o) and the B(k) of its tape take option o's times, tape
+and overheads, and the base case and the tape branch take the least over o), not from the C++: a
+memoized recursion for OPT(i, l, m),
 the smallest feasible budget by scanning m, and a replay simulator following the op table. On random
-small chains (zero sizes included, overheads up to twice the tape, 1..8 stages) and budgets around
+small chains (zero sizes included, overheads up to twice the tape, 1..8 stages, half of them with
+options per stage) and budgets around
 the interesting thresholds, it runs
 
     remat-solve CHAIN --budget B --slots exact --json
@@ -32,20 +35,36 @@ INF = math.inf
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+class Option:
+    """One way to run F_all(k) and B(k): times fw, bw; tape xb (t_{k+1}); overheads fa, bt."""
+
+    def __init__(self, fw, bw, xb, fa, bt):
+        self.fw, self.bw, self.xb, self.fa, self.bt = fw, bw, xb, fa, bt
+
+
 class Model:
-    """docs/model.md's arrays: x[0..L+1], xb[0..L+1], fw/ft/fa/bw/bt[0..L] (index L is the loss)."""
+    """docs/model.md's arrays: x[0..L+1], fw/ft[0..L] (index L is the loss), the loss's bw and bt,
+    and opts[k], stage k's options (one, of its own fields, where it lists none)."""
 
     def __init__(self, chain):
         stages = chain["stages"]
         loss = chain.get("loss", {})
         self.L = len(stages)
         self.x = [chain["input_size"]] + [s["output_size"] for s in stages] + [0]
-        self.xb = [0] + [s["tape_size"] for s in stages] + [0]
         self.fw = [s["forward_time"] for s in stages] + [0.0]
         self.ft = [s.get("forward_overhead", 0) for s in stages] + [0]
-        self.fa = [s.get("recording_overhead", s.get("forward_overhead", 0)) for s in stages] + [0]
-        self.bw = [s["backward_time"] for s in stages] + [loss.get("backward_time", 0.0)]
-        self.bt = [s.get("backward_overhead", 0) for s in stages] + [loss.get("backward_overhead", 0)]
+        self.loss_time = loss.get("backward_time", 0.0)
+        self.loss_overhead = loss.get("backward_overhead", 0)
+        self.opts = []
+        for s in stages:
+            if s.get("options"):
+                self.opts.append([Option(o["forward_time"], o["backward_time"], o["tape_size"],
+                                         o.get("forward_overhead", 0),
+                                         o.get("backward_overhead", 0)) for o in s["options"]])
+            else:
+                fa = s.get("recording_overhead", s.get("forward_overhead", 0))
+                self.opts.append([Option(s["forward_time"], s["backward_time"], s["tape_size"],
+                                         fa, s.get("backward_overhead", 0))])
 
 
 class PersistentDP:
@@ -57,21 +76,25 @@ class PersistentDP:
 
     def _best(self, i, l, m):
         md = self.md
-        x, xb, fw, ft, fa, bw, bt, L = md.x, md.xb, md.fw, md.ft, md.fa, md.bw, md.bt, md.L
+        x, fw, ft, L = md.x, md.fw, md.ft, md.L
         if m < 0:
             return INF, None
         if i == l == L:
-            return (bw[L], "loss") if m >= x[L] + bt[L] else (INF, None)
+            return (md.loss_time, "loss") if m >= x[L] + md.loss_overhead else (INF, None)
+        value, choice = INF, None
         if i == l:
-            fits = m >= x[i + 1] + xb[i + 1] + fa[i] and m >= x[i] + x[i + 1] + xb[i + 1] + bt[i]
-            return (fw[i] + bw[i], "base") if fits else (INF, None)
+            for n, o in enumerate(md.opts[i]):
+                if m >= x[i + 1] + o.xb + o.fa and m >= x[i] + x[i + 1] + o.xb + o.bt:
+                    if o.fw + o.bw < value:
+                        value, choice = o.fw + o.bw, ("base", n)
+            return value, choice
         # No mmin: each branch checks the peaks of its own ops (with fa = ft, docs/model.md's mmin is
         # implied by them, so this is its DP).
-        value, choice = INF, None
-        if m >= x[l + 1] + xb[i + 1] + fa[i] and m >= x[i] + x[i + 1] + xb[i + 1] + bt[i]:
-            v = fw[i] + bw[i] + self.best(i + 1, l, m - xb[i + 1])[0]
-            if v < value:
-                value, choice = v, "tape"
+        for n, o in enumerate(md.opts[i]):
+            if m >= x[l + 1] + o.xb + o.fa and m >= x[i] + x[i + 1] + o.xb + o.bt:
+                v = o.fw + o.bw + self.best(i + 1, l, m - o.xb)[0]
+                if v < value:
+                    value, choice = v, ("tape", n)
         for j in range(i + 1, l + 1):
             # F_ck(i), F_none(i+1 .. j-1), with g_{l+1} held.
             forwards = max([x[i + 1] + ft[i]] + [x[k] + x[k + 1] + ft[k] for k in range(i + 1, j)])
@@ -86,24 +109,24 @@ class PersistentDP:
         return self.best(0, self.md.L, budget - self.md.x[0])[0]
 
     def schedule(self, budget):
-        """The ops of an optimal schedule for `budget`, as (name, stage) pairs."""
+        """The ops of an optimal schedule for `budget`, as (name, stage, option) triples."""
         out = []
 
         def emit(i, l, m):
             choice = self.best(i, l, m)[1]
             assert choice is not None
             if choice == "loss":
-                out.append(("loss", None))
-            elif choice == "base":
-                out.extend([("F_all", i), ("B", i)])
-            elif choice == "tape":
-                out.append(("F_all", i))
-                emit(i + 1, l, m - self.md.xb[i + 1])
-                out.append(("B", i))
+                out.append(("loss", None, 0))
+            elif isinstance(choice, tuple) and choice[0] == "base":
+                out.extend([("F_all", i, choice[1]), ("B", i, 0)])
+            elif isinstance(choice, tuple):
+                out.append(("F_all", i, choice[1]))
+                emit(i + 1, l, m - self.md.opts[i][choice[1]].xb)
+                out.append(("B", i, 0))
             else:
                 j = choice
-                out.append(("F_ck", i))
-                out.extend(("F_none", k) for k in range(i + 1, j))
+                out.append(("F_ck", i, 0))
+                out.extend(("F_none", k, 0) for k in range(i + 1, j))
                 emit(j, l, m - self.md.x[j])
                 emit(i, j - 1, m)
 
@@ -123,10 +146,12 @@ class ReplayError(Exception):
 
 
 def replay(md, ops):
-    """Replays (name, stage) ops by docs/model.md's op table. Returns (makespan, peak)."""
-    L, x, xb = md.L, md.x, md.xb
+    """Replays (name, stage, option) ops by docs/model.md's op table; a tape has the size of the
+    option that recorded it, and B(k) runs that option. Returns (makespan, peak)."""
+    L, x = md.L, md.x
     held = {("a", 0)}
-    size = {"a": lambda k: x[k], "g": lambda k: x[k], "t": lambda k: xb[k]}
+    tape = {}  # k + 1 -> the option of the F_all(k) that recorded t_{k+1}
+    size = {"a": lambda k: x[k], "g": lambda k: x[k], "t": lambda k: md.opts[k - 1][tape[k]].xb}
     memory = x[0]
     peak = memory
     time = 0.0
@@ -141,46 +166,58 @@ def replay(md, ops):
     def drop(t):
         nonlocal memory
         if t in held:
-            held.remove(t)
             memory -= size[t[0]](t[1])
+            held.remove(t)
 
     def need(t):
         if t not in held:
             raise ReplayError(f"{t} is not held")
 
-    for n, (name, k) in enumerate(ops):
+    for n, (name, k, option) in enumerate(ops):
         if ("g", 0) in held:
             raise ReplayError(f"op {n} after g_0 was produced")
         if name == "loss":
             if ("a", L) not in held and ("t", L) not in held:
                 raise ReplayError("loss without a_L or t_L")
             add(("g", L))
-            op_peak = memory + md.bt[L]
+            op_peak = memory + md.loss_overhead
             drop(("a", L))
-            time += md.bw[L]
+            time += md.loss_time
         else:
             if not isinstance(k, int) or not 0 <= k < L:
                 raise ReplayError(f"op {n}: bad stage {k}")
             has_input = ("a", k) in held or (k > 0 and ("t", k) in held)
+            if option != 0 and name != "F_all":
+                raise ReplayError(f"op {n} {name}({k}) names option {option}")
+            if name == "F_all" and not 0 <= option < len(md.opts[k]):
+                raise ReplayError(f"op {n} F_all({k}): no option {option}")
             if name in ("F_none", "F_ck", "F_all"):
                 if not has_input:
                     raise ReplayError(f"op {n} {name}({k}): no input")
-                add(("t", k + 1) if name == "F_all" else ("a", k + 1))
-                op_peak = memory + (md.fa[k] if name == "F_all" else md.ft[k])
+                if name == "F_all":
+                    if ("t", k + 1) not in held:
+                        tape[k + 1] = option
+                    add(("t", k + 1))
+                    op_peak = memory + md.opts[k][option].fa
+                    time += md.opts[k][option].fw
+                else:
+                    add(("a", k + 1))
+                    op_peak = memory + md.ft[k]
+                    time += md.fw[k]
                 if name == "F_none":
                     drop(("a", k))
-                time += md.fw[k]
             elif name == "B":
                 need(("g", k + 1))
                 need(("t", k + 1))
                 if not has_input:
                     raise ReplayError(f"op {n} B({k}): no input")
+                recorded = md.opts[k][tape[k + 1]]
                 add(("g", k))
-                op_peak = memory + md.bt[k]
+                op_peak = memory + recorded.bt
                 drop(("g", k + 1))
                 drop(("t", k + 1))
                 drop(("a", k))
-                time += md.bw[k]
+                time += recorded.bw
             else:
                 raise ReplayError(f"op {n}: unknown op {name}")
         peak = max(peak, op_peak)
@@ -190,7 +227,13 @@ def replay(md, ops):
 
 
 def store_all_ops(L):
-    return [("F_all", k) for k in range(L)] + [("loss", None)] + [("B", k) for k in reversed(range(L))]
+    return ([("F_all", k, 0) for k in range(L)] + [("loss", None, 0)] +
+            [("B", k, 0) for k in reversed(range(L))])
+
+
+def ops_of(j):
+    """The ops of a --json result as (name, stage, option) triples (option 0 is left out)."""
+    return [(o["op"], o.get("stage"), o.get("option", 0)) for o in j["ops"]]
 
 
 def random_chain(rng):
@@ -214,6 +257,19 @@ def random_chain(rng):
         elif pick == 2:
             stage["recording_overhead"] = rng.randint(0, 2 * tape)
         stages.append(stage)
+    # Half the chains list 1 to 3 options on some stages (then the stage's own tape, backward and
+    # recording overhead are not read).
+    if rng.random() < 0.5:
+        for stage in stages:
+            if rng.random() < 0.6:
+                stage["options"] = []
+                for _ in range(rng.randint(1, 3)):
+                    tape = stage["output_size"] + rng.choice([0, rng.randint(0, 10)])
+                    stage["options"].append({
+                        "forward_time": rng.choice([stage["forward_time"], time()]),
+                        "backward_time": time(), "tape_size": tape,
+                        "forward_overhead": rng.randint(0, 2 * tape),
+                        "backward_overhead": rng.randint(0, 2 * tape)})
     return {
         "format": "remat-chain/1",
         "input_size": rng.choice([0, rng.randint(0, 10)]),
@@ -272,7 +328,7 @@ class Checker:
         if feasible and j["feasible"]:
             if not close(j["makespan"], expected):
                 problems.append(f"makespan {j['makespan']!r}, oracle OPT {expected!r}")
-            ops = [(o["op"], o.get("stage")) for o in j["ops"]]
+            ops = ops_of(j)
             try:
                 time, peak = replay(md, ops)
                 if peak > budget:
@@ -296,7 +352,7 @@ class Checker:
         if status != 0 or err or j is None:
             return self.fail(chain, args, f"exit {status}, stderr {err!r}")
         try:
-            time, peak = replay(md, [(o["op"], o.get("stage")) for o in j["ops"]])
+            time, peak = replay(md, ops_of(j))
         except ReplayError as e:
             return self.fail(chain, args, f"exhaustive ops do not replay: {e}")
         if peak > budget or not close(time, j["makespan"]):
@@ -314,7 +370,7 @@ class Checker:
         if not j["feasible"]:
             return
         try:
-            time, peak = replay(md, [(o["op"], o.get("stage")) for o in j["ops"]])
+            time, peak = replay(md, ops_of(j))
         except ReplayError as e:
             return self.fail(chain, args, f"ops do not replay: {e}")
         if peak > budget:
@@ -377,6 +433,11 @@ def main():
             resnet = json.load(f)
         checker.check_chain(resnet, lambda lo, hi: [lo - 1, lo, (lo + hi) // 2, hi, 1000], rng,
                             "resnet18.json")
+        # With Rockmate's options per stage.
+        with open(os.path.join(HERE, "..", "data", "chains", "resnet18-rockmate-options.json")) as f:
+            options = json.load(f)
+        checker.check_chain(options, lambda lo, hi: [lo - 1, lo, (lo + hi) // 2, hi, 1000], rng,
+                            "resnet18-options.json")
 
     if checker.failures:
         print(f"model_oracle: {len(checker.failures)} disagreement(s) in {checker.runs} runs:")
@@ -384,7 +445,7 @@ def main():
             print(" -", f)
         return 1
     print(f"model_oracle: {checker.runs} runs of remat-solve on {args.chains} random chains and "
-          f"resnet18 agree with docs/model.md ({checker.infeasible} infeasible budgets; the exhaustive "
+          f"resnet18 (with and without options) agree with docs/model.md ({checker.infeasible} infeasible budgets; the exhaustive "
           f"solver beat the persistent optimum {checker.exhaustive_better} times)")
     return 0
 

@@ -82,6 +82,53 @@ class Chains(unittest.TestCase):
             remat.read_chain("/nonexistent/chain.json")
 
 
+class Options(unittest.TestCase):
+    """Several options per stage (docs/model.md): F_all(k, o) and B(k) run option o."""
+
+    @staticmethod
+    def two_ways(**kw):
+        # Option 0: a small tape, a slow backward; option 1: a large tape, a fast backward.
+        return remat.Chain([remat.Stage(forward_time=1, backward_time=5, output_size=1,
+                                        tape_size=1, options=[
+                                            remat.StageOption(forward_time=1, backward_time=5,
+                                                              tape_size=1),
+                                            remat.StageOption(forward_time=1, backward_time=2,
+                                                              tape_size=4)])],
+                           input_size=1, **kw)
+
+    def test_stage_options_are_read_written_and_checked(self):
+        c = self.two_ways(name="two")
+        self.assertEqual(len(c.stages[0].options), 2)
+        self.assertEqual(c.stages[0].options[1].tape_size, 4)
+        self.assertEqual(c.stages[0].options[1],
+                         remat.StageOption(forward_time=1, backward_time=2, tape_size=4))
+        self.assertIn("options=[StageOption(", repr(c.stages[0]))
+        self.assertEqual(remat.Chain.from_json(c.to_json()), c)
+        self.assertEqual(EIGHT[0].options, [])
+        with self.assertRaises(remat.ChainError) as e:
+            remat.Stage(forward_time=1, backward_time=1, output_size=4, tape_size=4,
+                        options=[remat.StageOption(forward_time=1, backward_time=1, tape_size=3)])
+        self.assertEqual(e.exception.field, "options[0].tape_size")
+        self.assertIn("must be >= output_size (3 < 4)", str(e.exception))
+
+    def test_ops_name_their_option_and_solve_picks_it(self):
+        c = self.two_ways()
+        run = [remat.Op("F_all", 0, option=1), remat.Op("loss", 1), remat.Op("B", 0)]
+        self.assertEqual(str(run[0]), "F_all(0,1)")
+        self.assertEqual(run[0].option, 1)
+        self.assertNotEqual(run[0], remat.Op("F_all", 0))
+        r = remat.simulate(c, run)
+        self.assertEqual((r.valid, r.makespan, r.peak_memory), (True, 3, 7))
+        bad = remat.simulate(c, [remat.Op("F_all", 0, option=2)])
+        self.assertEqual(bad.error, "bad_option")
+        with self.assertRaisesRegex(ValueError, "only F_all names one"):
+            remat.Op("B", 0, option=1)
+        fast = remat.solve(c, 100, slots="exact")
+        self.assertEqual((fast.makespan, fast.ops[0].option), (3, 1))
+        small = remat.solve(c, 4, slots="exact")
+        self.assertEqual((small.makespan, small.ops[0].option), (6, 0))
+
+
 class Solving(unittest.TestCase):
     def test_the_readme_numbers(self):
         got = []

@@ -51,4 +51,29 @@ inline chain random_chain(std::mt19937_64& rng, const random_chain_options& o = 
   return c;
 }
 
+// Gives each stage of `c` 1 to `most` options (docs/model.md, "Several options per stage"): about
+// a third of the stages keep none (their own fields), the others list theirs. Each option's
+// tape lies in output..output+max_size, its overheads up to twice its tape, its times like
+// random_chain's; with `same_forward`, every F_all(k, o) takes the stage's own forward_time.
+inline void add_random_options(std::mt19937_64& rng, chain& c, int most, size_type max_size = 10,
+                               bool same_forward = false) {
+  auto uniform = [&](size_type lo, size_type hi) {
+    return std::uniform_int_distribution<size_type>(lo, hi)(rng);
+  };
+  auto time = [&] { return static_cast<double>(uniform(0, 8)) * 0.5; };
+  for (stage& s : c.stages) {
+    if (uniform(0, 2) == 0) continue;
+    const auto count = static_cast<std::size_t>(uniform(1, most));
+    for (std::size_t o = 0; o < count; ++o) {
+      stage_option p;
+      p.forward_time = same_forward ? s.forward_time : time();
+      p.backward_time = time();
+      p.tape_size = s.output_size + uniform(0, max_size);
+      p.forward_overhead = uniform(0, 2 * p.tape_size);
+      p.backward_overhead = uniform(0, 2 * p.tape_size);
+      s.options.push_back(p);
+    }
+  }
+}
+
 }  // namespace remat::testing

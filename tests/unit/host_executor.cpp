@@ -3,6 +3,7 @@
 #include <remat/plan.hpp>
 
 #include <doctest/doctest.h>
+#include <chain_text.hpp>
 #include <count_allocations.hpp>
 #include <nets.hpp>
 #include <random_chain.hpp>
@@ -123,6 +124,77 @@ TEST_CASE("random chains and schedules: the executor computes what holding every
   }
   MESSAGE(runs << " runs");
   CHECK(runs > 2000);
+}
+
+TEST_CASE("options reach the callbacks: F_all(k, o) and the B(k) of its tape get o and o's bytes") {
+  // Each call checked against the schedule's next op and the option of each stage's last F_all.
+  struct expecting {
+    const remat::chain* c = nullptr;
+    std::vector<remat::op> ops;
+    std::size_t next = 0;
+    std::vector<std::uint16_t> tape_option;
+    int recorded = 0, listed = 0;
+
+    const remat::op& take(std::int32_t stage) {
+      REQUIRE(next < ops.size());
+      const remat::op& o = ops[next++];
+      CHECK(o.stage == stage);
+      return o;
+    }
+    [[nodiscard]] remat::stage_option option(std::int32_t stage, std::uint16_t o) const {
+      return remat::option_at(c->stages[static_cast<std::size_t>(stage)], o);
+    }
+    [[nodiscard]] std::size_t saved_bytes(std::int32_t stage, std::uint16_t o) const {
+      return static_cast<std::size_t>(option(stage, o).tape_size -
+                                      c->stages[static_cast<std::size_t>(stage)].output_size);
+    }
+    void forward(const remat::forward_call& f) {
+      const remat::op& o = take(f.stage);
+      CHECK(f.recording == (o.kind == remat::op_kind::forward_all));
+      CHECK(f.option == o.option);
+      if (!f.recording) return;
+      CHECK(f.saved.size() == saved_bytes(f.stage, f.option));
+      CHECK(f.workspace.size() ==
+            static_cast<std::size_t>(option(f.stage, f.option).forward_overhead));
+      tape_option[static_cast<std::size_t>(f.stage)] = f.option;
+      ++recorded;
+      listed += c->stages[static_cast<std::size_t>(f.stage)].options.empty() ? 0 : 1;
+    }
+    void backward(const remat::backward_call& b) {
+      CHECK(take(b.stage).kind == remat::op_kind::backward);
+      CHECK(b.option == tape_option[static_cast<std::size_t>(b.stage)]);
+      CHECK(b.saved.size() == saved_bytes(b.stage, b.option));
+      CHECK(b.workspace.size() ==
+            static_cast<std::size_t>(option(b.stage, b.option).backward_overhead));
+    }
+    void loss(const remat::loss_call&) {
+      REQUIRE(next < ops.size());
+      CHECK(ops[next++].kind == remat::op_kind::loss);
+    }
+  };
+  std::mt19937_64 rng(4305);
+  int recorded = 0, listed = 0, nonzero = 0;
+  for (int trial = 0; trial < 100; ++trial) {
+    remat::chain c = remat::testing::random_chain(rng, {.min_stages = 2, .max_stages = 7});
+    remat::testing::add_random_options(rng, c, 4);
+    CAPTURE(remat::testing::chain_text(c));
+    const size_type least = remat::solve(c, 0, {.slots = remat::exact_units}).min_feasible_budget;
+    const size_type top = least * 2;
+    for (const size_type budget : {least, (least + top) / 2, top}) {
+      const remat::solve_result r = remat::solve(c, budget, {.slots = remat::exact_units});
+      REQUIRE(r.feasible);
+      for (const remat::op& o : r.schedule.ops) nonzero += o.option != 0 ? 1 : 0;
+      remat::host_executor ex(remat::make_memory_plan(c, r.schedule));
+      expecting calls{&c, r.schedule.ops, 0, std::vector<std::uint16_t>(c.length(), 0)};
+      ex.run(calls);
+      CHECK(calls.next == r.schedule.ops.size());
+      recorded += calls.recorded;
+      listed += calls.listed;
+    }
+  }
+  CHECK(recorded > 500);
+  CHECK(listed > 300);
+  CHECK(nonzero > 100);
 }
 
 TEST_CASE("a run allocates nothing") {

@@ -374,13 +374,14 @@ class executor {
       case op_kind::forward_checkpoint:
       case op_kind::forward_all:
         c.forward(forward_call{s.stage, s.kind == op_kind::forward_all, const_bytes(s.input),
-                               bytes(s.output), bytes(s.saved), bytes(s.workspace)},
+                               bytes(s.output), bytes(s.saved), bytes(s.workspace), s.option},
                   stream_);
         break;
       case op_kind::backward:
         c.backward(
             backward_call{s.stage, const_bytes(s.input), bytes(s.output), bytes(s.saved),
-                          bytes(s.output_gradient), bytes(s.input_gradient), bytes(s.workspace)},
+                          bytes(s.output_gradient), bytes(s.input_gradient), bytes(s.workspace),
+                          s.option},
             stream_);
         break;
       case op_kind::loss:

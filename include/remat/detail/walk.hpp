@@ -30,6 +30,7 @@ struct value {
   std::int32_t index = 0;
   bool on_host = false;
   size_type bytes = 0;
+  std::uint16_t option = 0;  // a tape's (or its host copy's): the option that recorded it
   std::size_t made_by = 0;  // the op that made it; `before_all` for a_0
   static constexpr std::size_t before_all = static_cast<std::size_t>(-1);
 };
@@ -46,6 +47,9 @@ struct walked_op {
   std::array<value_id, 3> frees{no_value, no_value, no_value};
   double time = 0;
   size_type transient = 0;
+  // The option the op runs: F_all's own; for B(k) that of the tape t_{k+1} it consumes, for a
+  // transfer of a tape that of the tape; 0 otherwise.
+  std::uint16_t option = 0;
   // x[k] for a compute op (the activation it reads, as a_k or in t_k); a transfer's bytes.
   size_type input_bytes = 0;
   // x[k+1] for an op that makes or reads a_{k+1} or t_{k+1}: the activation in the tape.
@@ -71,15 +75,16 @@ class holdings {
   constexpr holdings(const chain& c, std::size_t ops)
       : n_(c.length() + 1), ids_(5 * n_, no_value) {
     values_.reserve(2 * ops + 1);
-    values_.push_back({'a', 0, false, c.input_size, value::before_all});
+    values_.push_back({'a', 0, false, c.input_size, 0, value::before_all});
     at('a', 0, false) = 0;
   }
   constexpr value_id& at(char kind, std::int32_t k, bool host) {
     const std::size_t slot = kind == 'g' ? 4u : (kind == 't' ? 1u : 0u) + (host ? 2u : 0u);
     return ids_[slot * n_ + static_cast<std::size_t>(k)];
   }
-  constexpr value_id make(char kind, std::int32_t k, bool host, size_type bytes, std::size_t by) {
-    values_.push_back({kind, k, host, bytes, by});
+  constexpr value_id make(char kind, std::int32_t k, bool host, size_type bytes,
+                          std::uint16_t option, std::size_t by) {
+    values_.push_back({kind, k, host, bytes, option, by});
     return at(kind, k, host) = static_cast<value_id>(values_.size() - 1);
   }
   [[nodiscard]] constexpr const std::vector<value>& values() const noexcept { return values_; }
@@ -155,6 +160,10 @@ constexpr walk_failure walk(const chain& c, std::span<const op> ops, Visit&& vis
     } else if (o.kind == op_kind::loss ? k != L : (k < 0 || k >= L)) {
       return {replay_error::bad_stage, i, {'a', k}};
     }
+    if (o.option != 0 &&
+        (o.kind != op_kind::forward_all ||
+         o.option >= option_count(c.stages[static_cast<std::size_t>(k)])))
+      return {replay_error::bad_option, i, {'t', k + 1}};
     // The input is a_k where held, else t_k.
     const bool input_is_tape =
         h.at('a', k, false) == no_value && k > 0 && h.at('t', k, false) != no_value;
@@ -172,10 +181,18 @@ constexpr walk_failure walk(const chain& c, std::span<const op> ops, Visit&& vis
     if (out.kind != 0 && h.at(out.kind, out.index, out.host) != no_value)
       return {already_held(r.makes), i, is_transfer(o.kind) ? here : tensor_ref{out.kind, out.index}};
 
-    w.time = op_time(c, o);
-    w.transient = op_transient(c, o);
+    // The option: F_all's own; otherwise that of the tape the op reads (B(k): t_{k+1}; a
+    // transfer of t_k: the device or host copy).
+    w.option = o.option;
+    for (std::size_t j = 0; j < r.reads.size() && r.reads[j] != operand::none; ++j)
+      if (r.reads[j] == operand::tape_above ||
+          ((r.reads[j] == operand::device_copy || r.reads[j] == operand::host_copy) &&
+           o.tensor == tensor_kind::tape))
+        w.option = h.values()[w.reads[j]].option;
+    w.time = op_time(c, o, w.option);
+    w.transient = op_transient(c, o, w.option);
     if (is_transfer(o.kind)) {
-      w.input_bytes = moved_bytes(c, o);
+      w.input_bytes = moved_bytes(c, o, w.option);
     } else {
       w.input_bytes = activation_bytes(c, k);
       for (const operand x : {r.makes, r.reads[0], r.reads[1], r.reads[2]})
@@ -190,9 +207,9 @@ constexpr walk_failure walk(const chain& c, std::span<const op> ops, Visit&& vis
     }
     if (out.kind != 0) {
       const size_type bytes = out.kind == 'g'   ? activation_bytes(c, out.index)
-                              : out.kind == 't' ? tape_bytes(c, out.index)
+                              : out.kind == 't' ? tape_bytes(c, out.index, w.option)
                                                 : activation_bytes(c, out.index);
-      w.made = h.make(out.kind, out.index, out.host, bytes, i);
+      w.made = h.make(out.kind, out.index, out.host, bytes, out.kind == 't' ? w.option : 0, i);
       done = out.kind == 'g' && out.index == 0;
     }
     visit(static_cast<const walked_op&>(w), h.values());

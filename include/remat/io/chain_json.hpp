@@ -243,6 +243,26 @@ inline chain_file from_document(const json& doc, const std::string& source) {
     // forward_overhead.
     if (const json* v = r.find("recording_overhead"))
       st.recording_overhead = r.size("recording_overhead", *v);
+    // An extension (docs/model.md, "Several options per stage"): the ways to run F_all and B.
+    if (const json* options = r.find("options")) {
+      if (!options->is_array())
+        r.fail("options", std::string("must be an array (got ") + options->type_name() + ")");
+      for (std::size_t o = 0; o < options->size(); ++o) {
+        const std::string prefix = "options[" + std::to_string(o) + "].";
+        const json& p = (*options)[o];
+        if (!p.is_object())
+          throw chain_file_error(source, k, prefix.substr(0, prefix.size() - 1),
+                                 std::string("must be an object (got ") + p.type_name() + ")");
+        const field_reader q(source, k, prefix, p);
+        stage_option opt;
+        opt.forward_time = q.time("forward_time", q.required("forward_time"));
+        opt.backward_time = q.time("backward_time", q.required("backward_time"));
+        opt.tape_size = q.size("tape_size", q.required("tape_size"));
+        opt.forward_overhead = q.optional_size("forward_overhead");
+        opt.backward_overhead = q.optional_size("backward_overhead");
+        st.options.push_back(opt);
+      }
+    }
     out.stage_names.push_back(r.optional_string("name"));
     out.chain.stages.push_back(st);
   }
@@ -365,6 +385,16 @@ inline nlohmann::ordered_json to_json(const chain_file& f) {
     // Only where it differs: a chain without recording overheads writes the same file as before.
     if (s.recording_overhead && *s.recording_overhead != s.forward_overhead)
       js["recording_overhead"] = *s.recording_overhead;
+    if (!s.options.empty()) {
+      nlohmann::ordered_json options = nlohmann::ordered_json::array();
+      for (const stage_option& o : s.options)
+        options.push_back({{"forward_time", o.forward_time},
+                           {"backward_time", o.backward_time},
+                           {"tape_size", o.tape_size},
+                           {"forward_overhead", o.forward_overhead},
+                           {"backward_overhead", o.backward_overhead}});
+      js["options"] = std::move(options);
+    }
     stages.push_back(std::move(js));
   }
   j["stages"] = std::move(stages);

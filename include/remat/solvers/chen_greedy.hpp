@@ -44,7 +44,7 @@ constexpr std::vector<std::int32_t> chen_greedy_starts(const chain& c, size_type
   std::vector<std::int32_t> starts{0};
   size_type running = 0;
   for (std::int32_t k = 0; k + 1 < length; ++k) {
-    running += c.stages[static_cast<std::size_t>(k)].tape_size;
+    running += option_at(c.stages[static_cast<std::size_t>(k)], 0).tape_size;
     if (running > threshold) {
       starts.push_back(k + 1);
       running = 0;
@@ -71,7 +71,7 @@ constexpr double newton_sqrt(double v) noexcept {
 // The thresholds the search tries, increasing, without repeats.
 constexpr std::vector<size_type> chen_greedy_thresholds(const chain& c) {
   size_type total = 0;
-  for (const stage& s : c.stages) total += s.tape_size;
+  for (const stage& s : c.stages) total += option_at(s, 0).tape_size;
   // The pass with b = 0: bytes stored (x) and the largest segment's tapes (y).
   const std::vector<std::int32_t> starts = chen_greedy_starts(c, 0);
   size_type stored = 0;
@@ -82,7 +82,7 @@ constexpr std::vector<size_type> chen_greedy_thresholds(const chain& c) {
     const auto end = r + 1 < starts.size() ? starts[r + 1] : static_cast<std::int32_t>(c.length());
     size_type segment = 0;
     for (std::int32_t k = starts[r]; k < end; ++k)
-      segment += c.stages[static_cast<std::size_t>(k)].tape_size;
+      segment += option_at(c.stages[static_cast<std::size_t>(k)], 0).tape_size;
     largest = std::max(largest, segment);
   }
   const double centre = newton_sqrt(static_cast<double>(stored) * static_cast<double>(largest));

@@ -17,6 +17,7 @@
 #include <remat/solvers/store_all.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -31,11 +32,25 @@ namespace remat {
 
 namespace detail {
 
+// A state also holds, for each held tape t_k, the option that recorded it (in `option_bits(k)`
+// bits past the held set).
 class held_state_space {
  public:
-  explicit held_state_space(const chain& c) : c_(c), L_(static_cast<std::int32_t>(c.length())) {}
+  explicit held_state_space(const chain& c) : c_(c), L_(static_cast<std::int32_t>(c.length())) {
+    shift_.assign(c.length() + 1, 0);
+    width_.assign(c.length() + 1, 0);
+    auto next = static_cast<std::uint32_t>(3 * L_ + 2);
+    for (std::size_t k = 1; k <= c.length(); ++k) {
+      shift_[k] = next;
+      width_[k] = static_cast<std::uint32_t>(std::bit_width(option_count(c.stages[k - 1]) - 1));
+      next += width_[k];
+    }
+    if (next > 64)
+      throw_solver_error("exhaustive: the chain's held tensors and options take " +
+                         std::to_string(next) + " bits; the search keeps them in 64");
+  }
 
-  using state = std::uint32_t;
+  using state = std::uint64_t;
   state initial() const { return bit_a(0); }
   bool done(state s) const { return (s & bit_g(0)) != 0; }
 
@@ -53,14 +68,19 @@ class held_state_space {
         f(f_none(k), out & ~bit_a(k), st.forward_time, peak);
       }
       if (!has(s, bit_t(k + 1))) {
-        const state out = s | bit_t(k + 1);
-        f(f_all(k), out, st.forward_time,
-          memory(out) + st.recording_overhead.value_or(st.forward_overhead));
+        for (std::size_t o = 0; o < option_count(st); ++o) {
+          const state out = s | bit_t(k + 1) | (state{o} << shift_[static_cast<std::size_t>(k + 1)]);
+          const stage_option p = option_at(st, o);
+          f(f_all(k, static_cast<std::uint16_t>(o)), out, p.forward_time,
+            memory(out) + p.forward_overhead);
+        }
       }
       if (has(s, bit_g(k + 1)) && has(s, bit_t(k + 1)) && !has(s, bit_g(k))) {
+        const stage_option p = option_at(st, tape_option(s, k + 1));
         const state out = s | bit_g(k);
-        const size_type peak = memory(out) + st.backward_overhead;
-        f(backward(k), out & ~(bit_g(k + 1) | bit_t(k + 1) | bit_a(k)), st.backward_time, peak);
+        const size_type peak = memory(out) + p.backward_overhead;
+        f(backward(k), clear_tape(out & ~(bit_g(k + 1) | bit_a(k)), k + 1), p.backward_time,
+          peak);
       }
     }
     if ((has(s, bit_a(L_)) || has(s, bit_t(L_))) && !has(s, bit_g(L_))) {
@@ -74,7 +94,8 @@ class held_state_space {
     for (std::int32_t k = 0; k <= L_; ++k) {
       if (has(s, bit_a(k))) m += x(k);
       if (has(s, bit_g(k))) m += x(k);
-      if (k > 0 && has(s, bit_t(k))) m += c_.stages[static_cast<std::size_t>(k - 1)].tape_size;
+      if (k > 0 && has(s, bit_t(k)))
+        m += option_at(c_.stages[static_cast<std::size_t>(k - 1)], tape_option(s, k)).tape_size;
     }
     return m;
   }
@@ -88,8 +109,21 @@ class held_state_space {
     return k == 0 ? c_.input_size : c_.stages[static_cast<std::size_t>(k - 1)].output_size;
   }
 
+  // The option of the held tape t_k, and `s` without t_k.
+  std::size_t tape_option(state s, std::int32_t k) const {
+    const std::uint32_t shift = shift_[static_cast<std::size_t>(k)];
+    const std::uint32_t width = width_[static_cast<std::size_t>(k)];
+    if (width == 0) return 0;
+    return static_cast<std::size_t>((s >> shift) & ((state{1} << width) - 1));
+  }
+  state clear_tape(state s, std::int32_t k) const {
+    return s & ~(bit_t(k) | (state{tape_option(s, k)} << shift_[static_cast<std::size_t>(k)]));
+  }
+
   const chain& c_;
   std::int32_t L_;
+  std::vector<std::uint32_t> shift_;  // [k]: the first bit of t_k's option
+  std::vector<std::uint32_t> width_;  // [k]: its bits
 };
 
 // Dijkstra over held sets. `combine(path_cost, op_time, op_peak)` gives the cost of extending a
@@ -153,6 +187,11 @@ solve_result solve_exhaustive(const C& chain_in, size_type budget, const solve_o
                                " stages; the search over all op sequences is limited to " +
                                std::to_string(exhaustive_max_stages) + " (use the optimal solver)");
   if (c.transfer.offload_bandwidth > 0 || c.transfer.prefetch_bandwidth > 0) {
+    for (std::size_t k = 0; k < c.length(); ++k)
+      if (!c.stages[k].options.empty())
+        detail::throw_solver_error("exhaustive: stages[" + std::to_string(k) +
+                                   "] lists options; the search with transfers takes stages "
+                                   "without options");
     if (c.length() > exhaustive_max_transfer_stages)
       detail::throw_solver_error(
           "exhaustive: the chain has " + std::to_string(c.length()) +

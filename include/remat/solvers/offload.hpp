@@ -99,7 +99,12 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
   // No schedule computes less than every forward and backward once: where the recompute-only
   // schedule does just that, offloading cannot beat it.
   double lower = c.loss_time;
-  for (const stage& s : c.stages) lower += s.forward_time + s.backward_time;
+  for (const stage& s : c.stages) {
+    double fastest = detail::infinite_time;  // F_all(k, o) and B(k): the least over options
+    for (std::size_t o = 0; o < option_count(s); ++o)
+      fastest = std::min(fastest, option_at(s, o).forward_time + option_at(s, o).backward_time);
+    lower += fastest;
+  }
   if ((floor != solve_result::no_budget && budget < floor) ||
       (recompute.feasible && recompute.schedule.makespan <= lower)) {
     recompute.min_feasible_budget = least;

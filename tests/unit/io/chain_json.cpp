@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -132,11 +133,49 @@ TEST_CASE("the measured ResNet-18 chains read, with their names and units") {
   CHECK(s3.forward_overhead == 149);
   CHECK(s3.backward_overhead == 127);
 
-  // The variant with per-stage `options` arrays: unknown keys are ignored, the chain is the same.
+  // The variant with Rockmate's options per stage: the stages' own fields are those of the plain
+  // file, and the options are read as listed.
   const chain_file g = remat::io::read_chain_file(data_dir / "resnet18-rockmate-options.json");
   CHECK(g.name == "resnet18-rockmate-options");
-  CHECK(g.chain == f.chain);
   CHECK(g.stage_names == f.stage_names);
+  const std::vector<std::size_t> counts{0, 0, 0, 7, 7, 11, 7, 10, 7, 7, 5, 0, 0};
+  REQUIRE(g.chain.length() == counts.size());
+  for (std::size_t k = 0; k < counts.size(); ++k) CHECK(g.chain.stages[k].options.size() == counts[k]);
+  const remat::stage_option& o = g.chain.stages[3].options[1];
+  CHECK(o.forward_time == 5.972171);
+  CHECK(o.backward_time == 11.967317);
+  CHECK(o.tape_size == 51);
+  CHECK(o.forward_overhead == 124);
+  CHECK(o.backward_overhead == 152);
+  remat::chain without = g.chain;
+  for (remat::stage& s : without.stages) s.options.clear();
+  CHECK(without == f.chain);
+  CHECK(round_trip(g).chain == g.chain);
+}
+
+TEST_CASE("options: optional overheads, and errors that name the option and its field") {
+  const auto with_options = [](const std::string& options) {
+    return R"({"input_size": 1, "stages": [{"forward_time": 1, "backward_time": 2,
+               "output_size": 3, "tape_size": 4, "options": )" +
+           options + "}]}";
+  };
+  const chain_file f =
+      read_text(with_options(R"([{"forward_time": 0.5, "backward_time": 3, "tape_size": 3},
+                                   {"forward_time": 1, "backward_time": 1, "tape_size": 6,
+                                    "forward_overhead": 2, "backward_overhead": 5}])"));
+  REQUIRE(f.chain.stages[0].options.size() == 2);
+  CHECK(f.chain.stages[0].options[0] == remat::stage_option{0.5, 3, 3, 0, 0});
+  CHECK(f.chain.stages[0].options[1] == remat::stage_option{1, 1, 6, 2, 5});
+  CHECK(round_trip(f).chain == f.chain);
+  CHECK(read_text(with_options("[]")).chain.stages[0].options.empty());
+  CHECK(error_of(with_options(R"([{"backward_time": 1, "tape_size": 3}])")) ==
+        "chain.json: stages[0].options[0].forward_time: missing (required)");
+  CHECK(error_of(with_options(R"({"tape_size": 3})")) ==
+        "chain.json: stages[0].options: must be an array (got object)");
+  CHECK(error_of(with_options("[1]")) == "chain.json: stages[0].options[0]: must be an object (got number)");
+  CHECK(error_of(with_options(
+            R"([{"forward_time": 1, "backward_time": 1, "tape_size": 3}, {"forward_time": 1, "backward_time": 1, "tape_size": 2}])")) ==
+        "chain.json: stages[0].options[1].tape_size: must be >= output_size (2 < 3)");
 }
 
 TEST_CASE("optional fields default to zero or empty") {
@@ -256,8 +295,11 @@ TEST_CASE("unknown keys are ignored, at every level") {
       "units": {"time": "s", "memory": "bytes", "energy": "J"},
       "loss": {"backward_time": 0.5, "forward_time": "ignored"},
       "stages": [{"forward_time": 1, "backward_time": 2, "output_size": 3, "tape_size": 4,
-                  "options": [{"tape_size": "not checked"}], "flops": 1e12}]})");
+                  "options": [{"forward_time": 1, "backward_time": 1, "tape_size": 4,
+                               "note": "rematerialize the ReLU"}], "flops": 1e12}]})");
   CHECK(f.time_unit == "s");
+  REQUIRE(f.chain.stages[0].options.size() == 1);
+  CHECK(f.chain.stages[0].options[0].tape_size == 4);
   CHECK(f.chain.loss_time == 0.5);
   CHECK(f.chain.stages[0].tape_size == 4);
 }

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -82,14 +83,17 @@ std::vector<remat::op> ops_of(const nlohmann::json& j, std::size_t length) {
                                          : remat::wait_for(k, t));
       continue;
     }
-    CHECK(o.size() == 2);
+    // F_all(k, o) with o > 0 names its option; option 0 is left out.
+    const bool named = name == "F_all" && o.contains("option");
+    CHECK(o.size() == (named ? 3 : 2));
+    if (named) CHECK(o["option"].get<int>() > 0);
     const auto k = o["stage"].get<std::int32_t>();
     if (name == "F_none")
       ops.push_back(remat::f_none(k));
     else if (name == "F_ck")
       ops.push_back(remat::f_ck(k));
     else if (name == "F_all")
-      ops.push_back(remat::f_all(k));
+      ops.push_back(remat::f_all(k, named ? o["option"].get<std::uint16_t>() : 0));
     else if (name == "B")
       ops.push_back(remat::backward(k));
     else
@@ -614,6 +618,38 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     }
     const run_result g = run({tiny, "--info"});
     CHECK(g.out == slurp(data / "tools" / "tiny-mlp-info.txt"));
+  }
+
+  TEST_CASE("options per stage: --info counts them; schedules name F_all's option") {
+    const std::string path = (data / "chains" / "resnet18-rockmate-options.json").string();
+    const remat::io::chain_file f = remat::io::read_chain_file(path);
+    const nlohmann::ordered_json info =
+        nlohmann::ordered_json::parse(run({path, "--info", "--json"}).out);
+    CHECK(info["options"] ==
+          nlohmann::json::array({1, 1, 1, 7, 7, 11, 7, 10, 7, 7, 5, 1, 1}));
+    const std::string text = run({path, "--info"}).out;
+    CHECK(text.find("\noptions        8 of 13 stages list options, 66 in all; most: 11, stage 5 "
+                    "(block5)\n               per stage: 1 1 1 7 7 11 7 10 7 7 5 1 1") !=
+          std::string::npos);
+    // A chain without options says nothing of them.
+    CHECK(run({resnet, "--info"}).out.find("options") == std::string::npos);
+    CHECK(!run_json({resnet, "--info", "--json"}, 0).contains("options"));
+
+    // At 730 the optimum records some stage with an option other than 0 (the DP beats the
+    // chain without options there: tests/unit/solvers/options.cpp).
+    const nlohmann::json j = run_json({path, "--budget", "730", "--slots", "exact", "--json"}, 0);
+    const std::vector<remat::op> ops = ops_of(j, f.chain.length());
+    CHECK(std::any_of(ops.begin(), ops.end(), [](const remat::op& o) { return o.option != 0; }));
+    const remat::replay_result r = remat::simulate(f.chain, std::span<const remat::op>(ops));
+    REQUIRE(r.valid());
+    CHECK(r.peak_memory <= 730);
+    CHECK(j["makespan"].get<double>() == doctest::Approx(r.makespan).epsilon(1e-12));
+    CHECK(j["makespan"].get<double>() <
+          run_json({resnet, "--budget", "730", "--slots", "exact", "--json"}, 0)["makespan"]
+              .get<double>());
+    const std::string report = run({path, "--budget", "730", "--slots", "exact"}).out;
+    for (const remat::op& o : ops)
+      if (o.option != 0) CHECK(report.find(remat::to_string(o)) != std::string::npos);
   }
 
   TEST_CASE("--bandwidth: the link to host memory, per second or in the chain's units") {

@@ -47,6 +47,10 @@ inline double need_dp_seconds(const chain& c, double runs) {
     total += static_cast<double>(s.output_size) + static_cast<double>(s.tape_size) +
              static_cast<double>(s.forward_overhead) + static_cast<double>(s.backward_overhead) +
              static_cast<double>(s.recording_overhead.value_or(0));
+  for (const stage& s : c.stages)
+    for (const stage_option& o : s.options)
+      total += static_cast<double>(o.tape_size) + static_cast<double>(o.forward_overhead) +
+               static_cast<double>(o.backward_overhead);
   const double rate = total < 4503599627370496.0 ? tuning.need_pairs_per_second
                                                  : tuning.exact_need_pairs_per_second;
   return runs * need_dp_pairs(static_cast<std::int32_t>(c.length())) / rate;
@@ -58,9 +62,12 @@ inline double need_dp_seconds(const chain& c, double runs) {
 inline double need_dp_runs(const chain& c, size_type slots) noexcept {
   if (slots == exact_units) return 1;
   size_type largest = std::max(c.input_size, c.loss_overhead);
-  for (const stage& s : c.stages)
+  for (const stage& s : c.stages) {
     largest = std::max({largest, s.tape_size, s.forward_overhead, s.backward_overhead,
                         s.recording_overhead.value_or(0)});
+    for (const stage_option& o : s.options)
+      largest = std::max({largest, o.tape_size, o.forward_overhead, o.backward_overhead});
+  }
   return 5 + static_cast<double>(std::bit_width(static_cast<std::uint64_t>(largest)));
 }
 

@@ -43,9 +43,12 @@ constexpr size_type slots_min_budget(const chain& c, size_type slots, size_type 
   };
   // Beyond the largest size every nonzero size is one unit: Need(u) no longer changes.
   size_type largest = std::max(c.input_size, c.loss_overhead);
-  for (const stage& s : c.stages)
+  for (const stage& s : c.stages) {
     largest = std::max({largest, s.tape_size, s.forward_overhead, s.backward_overhead,
                         s.recording_overhead.value_or(0)});
+    for (const stage_option& o : s.options)
+      largest = std::max({largest, o.tape_size, o.forward_overhead, o.backward_overhead});
+  }
   size_type hi = std::max<size_type>(1, largest);
   if (!fits(hi)) return solve_result::no_budget;
   // Need(u) * u >= Need(1), so no u below Need(1) / N can fit.

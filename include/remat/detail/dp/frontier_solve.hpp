@@ -74,6 +74,12 @@ constexpr fastest_schedule fastest_schedule_of(const chain& c, dp_branches branc
     f.ops = store_all_ops(L);
   else
     f.ops = checkpoint_all_ops(L);
+  // Each stage records with its fastest option (the first of least fw_o + bw_o): the schedule
+  // then takes S(0, L), the least time of any schedule.
+  const model md = make_model(c, 1);
+  for (op& o : f.ops)
+    if (o.kind == op_kind::forward_all)
+      o.option = md.options(o.stage)[md.fastest[static_cast<std::size_t>(o.stage)]].index;
   f.bytes = replay(c, f.ops);
   return f;
 }

@@ -34,9 +34,12 @@ constexpr std::size_t interval_count(std::int32_t L) noexcept {
 // With recording overheads (docs/recording-overhead.md) a forward of stage k peaks at
 // x[k+1] + ft[k] above what it holds when it is F_none or F_ck, at xb[k+1] + fa[k] when it is
 // F_all. `least_forward(md, k)` is the smaller: what any forward of stage k adds at its peak.
+// With options, F_all(k, o) adds xb_o[k+1] + fa_o[k]; the least is over all of them.
 constexpr size_type least_forward(const model& md, std::int32_t k) noexcept {
   const auto at = static_cast<std::size_t>(k);
-  return std::min(md.x[at + 1] + md.ft[at], md.xb[at + 1] + md.fa[at]);
+  size_type least = md.x[at + 1] + md.ft[at];
+  for (const tape_option& o : md.options(k)) least = std::min(least, o.xb + o.fa);
+  return least;
 }
 
 // A lower bound of the memory of every persistent schedule of (i, l), i < l (docs/model.md's mmin,
@@ -92,12 +95,23 @@ constexpr std::vector<size_type> checkpoint_forward_table(const model& md) {
   return t;
 }
 
-// The tape ops of stage i in interval (i, l): F_all(i) with g_{l+1} held, and B(i) (also the base
-// case, l = i).
-constexpr size_type tape_ops_memory(const model& md, std::int32_t i, std::int32_t l) noexcept {
+// The tape ops of stage i in interval (i, l) with option `o`: F_all(i, o) with g_{l+1} held, and
+// B(i) (also the base case, l = i).
+constexpr size_type tape_ops_memory(const model& md, std::int32_t i, std::int32_t l,
+                                    const tape_option& o) noexcept {
   auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
-  return std::max(md.x[at(l + 1)] + md.xb[at(i + 1)] + md.fa[at(i)],
-                  md.x[at(i)] + md.x[at(i + 1)] + md.xb[at(i + 1)] + md.bt[at(i)]);
+  return std::max(md.x[at(l + 1)] + o.xb + o.fa, md.x[at(i)] + md.x[at(i + 1)] + o.xb + o.bt);
+}
+
+// The choice of a cell (`reference_table::choice`): j > 0 the checkpoint branch at j; the tape
+// branch (or base case) with the stage's option at position p (in `model::options`) is 0 for
+// p = 0 and -1 - p beyond; -1 is no branch.
+constexpr std::int32_t tape_choice(std::size_t p) noexcept {
+  return p == 0 ? 0 : -1 - static_cast<std::int32_t>(p);
+}
+constexpr bool is_tape_choice(std::int32_t c) noexcept { return c == 0 || c < -1; }
+constexpr std::size_t option_of_choice(std::int32_t c) noexcept {
+  return c == 0 ? 0 : static_cast<std::size_t>(-1 - c);
 }
 
 // Which branches a DP may take. Without the tape branch (only F_ck/F_none, and F_all(i), B(i) as
@@ -114,13 +128,14 @@ constexpr size_type add_or_unreachable(size_type a, size_type b) noexcept {
 
 // What bounds OPT(i, l, .) for every interval, whatever the budget:
 // * need: the least m at which OPT(i, l, m) is finite (`persistent_need`);
-// * store: the least m at which the sub-schedule without recomputation (F_all(i .. l-1), then
-//   the backwards) fits with g_{l+1} held: store(L, L) = x[L] + bt[L], store(i, i) = the tape
-//   ops of stage i, store(i, l) = max(tape ops of stage i with g_{l+1}, xb[i+1] + store(i+1, l));
-//   `unreachable` for i < l without the tape branch, where no schedule avoids recomputation;
-// * S: that sub-schedule's time, fw[i] + bw[i] + S(i+1, l), summed in the order of the tape
-//   branch. Every schedule of the interval runs each of its forwards at least once and each
-//   backward once, so in exact arithmetic S <= OPT(i, l, m) for every m, with equality from
+// * store: the least m at which the sub-schedule without recomputation (F_all(i .. l-1), each
+//   stage with its fastest option `model::fastest`, then the backwards) fits with g_{l+1} held:
+//   store(L, L) = x[L] + bt[L], store(i, i) = the tape ops of stage i, store(i, l) = max(tape ops
+//   of stage i with g_{l+1}, xb[i+1] + store(i+1, l)); `unreachable` for i < l without the tape
+//   branch, where no schedule avoids recomputation;
+// * S: that sub-schedule's time, fb[i] + S(i+1, l) (fb = fw + bw with one option), summed in the
+//   order of the tape branch. Every schedule of the interval runs each stage's F_all(k, o) and
+//   B(k) at least once, so in exact arithmetic S <= OPT(i, l, m) for every m, with equality from
 //   store on. The DPs use both facts as rules (see `reference_cell`).
 struct interval_bounds {
   std::vector<size_type> need;  // [interval]
@@ -147,20 +162,21 @@ constexpr interval_bounds make_interval_bounds(const model& md, std::vector<size
     for (std::int32_t i = l; i >= 0; --i) {
       const std::size_t c = interval_index(L, i, l);
       if (i == L) {
-        b.store[c] = md.x[at(L)] + md.bt[at(L)];
-        b.S[c] = md.bw[at(L)];
+        b.store[c] = md.x[at(L)] + md.loss_overhead;
+        b.S[c] = md.loss_time;
         continue;
       }
-      const size_type tape_ops = tape_ops_memory(md, i, l);
+      const tape_option& o = md.options(i)[md.fastest[at(i)]];
+      const size_type tape_ops = tape_ops_memory(md, i, l, o);
       if (i == l) {
         b.store[c] = tape_ops;
-        b.S[c] = md.fw[at(i)] + md.bw[at(i)];
+        b.S[c] = md.fb[at(i)];
       } else {
         const std::size_t rest = interval_index(L, i + 1, l);
         b.store[c] = branches == dp_branches::tape_and_checkpoint
-                         ? std::max(tape_ops, md.xb[at(i + 1)] + b.store[rest])
+                         ? std::max(tape_ops, o.xb + b.store[rest])
                          : unreachable;
-        b.S[c] = md.fw[at(i)] + md.bw[at(i)] + b.S[rest];
+        b.S[c] = md.fb[at(i)] + b.S[rest];
       }
     }
   }

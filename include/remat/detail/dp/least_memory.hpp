@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -25,7 +26,7 @@ namespace remat::detail {
 struct least_peak_table {
   std::vector<size_type> need;       // [interval]
   std::vector<double> time;          // [interval], the time of the recorded schedule
-  std::vector<std::int32_t> choice;  // [interval], 0: tape branch or base case, j > 0: checkpoint
+  std::vector<std::int32_t> choice;  // [interval], as `reference_table::choice`
 };
 
 constexpr least_peak_table least_peak_dp(const model& md,
@@ -51,18 +52,21 @@ constexpr least_peak_table least_peak_dp(const model& md,
         }
       };
       if (i == L) {
-        consider(md.x[at(L)] + md.bt[at(L)], md.bw[at(L)], 0);
+        consider(md.x[at(L)] + md.loss_overhead, md.loss_time, 0);
       } else {
-        // F_all(i) and B(i) with g_{l+1} held (the base case is l = i).
-        const size_type tape_ops = tape_ops_memory(md, i, l);
+        // F_all(i, o) and B(i) with g_{l+1} held (the base case is l = i), for each option.
+        const std::span<const tape_option> options = md.options(i);
         if (i == l) {
-          consider(tape_ops, md.fw[at(i)] + md.bw[at(i)], 0);
+          for (std::size_t p = 0; p < options.size(); ++p)
+            consider(tape_ops_memory(md, i, l, options[p]), options[p].fw + options[p].bw,
+                     tape_choice(p));
         } else {
           const size_type mmin = necessary_memory(md, i, l);
           const size_type rest = t.need[cell(i + 1, l)];
           if (branches == dp_branches::tape_and_checkpoint && rest != unreachable)
-            consider(std::max({tape_ops, md.xb[at(i + 1)] + rest, mmin}),
-                     md.fw[at(i)] + md.bw[at(i)] + t.time[cell(i + 1, l)], 0);
+            for (std::size_t p = 0; p < options.size(); ++p)
+              consider(std::max({tape_ops_memory(md, i, l, options[p]), options[p].xb + rest, mmin}),
+                       options[p].fw + options[p].bw + t.time[cell(i + 1, l)], tape_choice(p));
           double forward = 0;
           size_type forwards = 0;  // checkpoint_forward_table's forwards(i, j)
           for (std::int32_t j = i + 1; j <= l; ++j) {
@@ -94,8 +98,7 @@ constexpr least_peak_table least_peak_dp(const model& md,
 constexpr bool need_in_doubles(const model& md) noexcept {
   constexpr double exact = 4503599627370496.0;  // 2^52
   double total = 0;
-  for (const std::vector<size_type>* v : {&md.x, &md.xb, &md.ft, &md.fa, &md.bt})
-    for (const size_type s : *v) total += static_cast<double>(s);
+  for_each_size(md, [&total](size_type s) { total += static_cast<double>(s); });
   return total < exact;
 }
 
@@ -119,16 +122,19 @@ inline std::vector<size_type> persistent_need_in_doubles(const model& md, dp_bra
     for (std::int32_t i = l; i >= 0; --i) {
       double need = 0;
       if (i == L) {
-        need = d(md.x[at(L)] + md.bt[at(L)]);
+        need = d(md.x[at(L)] + md.loss_overhead);
       } else {
-        const double tape_ops = d(tape_ops_memory(md, i, l));
+        const std::span<const tape_option> options = md.options(i);
         if (i == l) {
-          need = tape_ops;
+          need = inf;
+          for (const tape_option& o : options) need = std::min(need, d(tape_ops_memory(md, i, l, o)));
         } else {
           const double mmin = x[at(l + 1)] + std::max(d(least_forward(md, i)), inner);
           double best[4] = {inf, inf, inf, inf};
           if (branches == dp_branches::tape_and_checkpoint)
-            best[0] = std::max(tape_ops, d(md.xb[at(i + 1)]) + col[at(l) * n + at(i + 1)]);
+            for (const tape_option& o : options)
+              best[0] = std::min(best[0], std::max(d(tape_ops_memory(md, i, l, o)),
+                                                   d(o.xb) + col[at(l) * n + at(i + 1)]));
           // Branch j = i + 1 + k: max(x[j] + need(j, l), need(i, j - 1), x[l+1] + forwards(i, j)).
           const double* xs = x.data() + at(i + 1);
           const double* right = col.data() + at(l) * n + at(i + 1);

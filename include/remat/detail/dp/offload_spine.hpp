@@ -17,6 +17,10 @@
 //   reads the item: the prefetch costs max(0, prefetch time - that op's time), or all of it.
 // Memory never depends on timing: every relief comes after a W, and a prefetch's bytes are
 // counted from the start of the op it overlaps.
+//
+// Options (docs/model.md): a spine cell's tape branch records its stage with the stage's fastest
+// option (`spine_option`), so that the item t_i has one size; the cells below the spine (the
+// left parts of checkpoint branches, read from the in-core DP's table) take every option.
 #pragma once
 
 #include <remat/chain.hpp>
@@ -33,6 +37,11 @@
 #include <vector>
 
 namespace remat::detail {
+
+// The option a spine cell's tape branch records stage k with: its fastest.
+constexpr const tape_option& spine_option(const model& md, std::int32_t k) noexcept {
+  return md.options(k)[md.fastest[static_cast<std::size_t>(k)]];
+}
 
 // The choice of a spine cell: -1 infeasible; else (j << 2) | (offloaded << 1) | overlapped, j = 0
 // for the tape branch (the loss cell: 0).
@@ -94,12 +103,12 @@ class offload_spine {
       spine.push_back({i, m, kind, ch});
       const size_type s = item(i, kind);
       if (ch.j == 0) {
-        out.push_back(f_all(i));
+        out.push_back(f_all(i, spine_option(md_, i).index));
         if (ch.offloaded) {
           out.push_back(offload(i, kind));
           out.push_back(wait_for(i, kind));
         }
-        m = child_m(m, ch.offloaded ? s : 0, md_.xb[idx(i + 1)]);
+        m = child_m(m, ch.offloaded ? s : 0, spine_option(md_, i).xb);
         i += 1;
         kind = tensor_kind::tape;
       } else {
@@ -146,10 +155,12 @@ class offload_spine {
   }
   // The item's size in units, and its transfer times from its size in the chain.
   size_type item(std::int32_t i, tensor_kind kind) const {
-    return kind == tensor_kind::tape ? md_.xb[idx(i)] : md_.x[idx(i)];
+    return kind == tensor_kind::tape ? spine_option(md_, i - 1).xb : md_.x[idx(i)];
   }
   double bytes(std::int32_t i, tensor_kind kind) const {
-    if (kind == tensor_kind::tape) return static_cast<double>(c_.stages[idx(i - 1)].tape_size);
+    if (kind == tensor_kind::tape)
+      return static_cast<double>(
+          option_at(c_.stages[idx(i - 1)], spine_option(md_, i - 1).index).tape_size);
     return static_cast<double>(i == 0 ? c_.input_size : c_.stages[idx(i - 1)].output_size);
   }
   // The peak of F_none(k) inside its cell (its input, its output, its overhead).
@@ -159,8 +170,9 @@ class offload_spine {
   // The peak of the last op of spine cell j (B(j) with g_{j+1} and t_{j+1}, or the loss), and
   // its time.
   size_type final_peak(std::int32_t j) const {
-    if (j == L_) return md_.x[idx(L_)] + md_.bt[idx(L_)];
-    return md_.x[idx(j + 1)] + md_.xb[idx(j + 1)] + md_.x[idx(j)] + md_.bt[idx(j)];
+    if (j == L_) return md_.x[idx(L_)] + md_.loss_overhead;
+    const tape_option& o = spine_option(md_, j);
+    return md_.x[idx(j + 1)] + o.xb + md_.x[idx(j)] + o.bt;
   }
   // The budget of the cell below: m, plus the item where it was offloaded, minus the new item;
   // above M (only in cells no solve reaches) the value at M stands in for it, which is feasible.
@@ -170,7 +182,8 @@ class offload_spine {
   // The prefetch's cost: overlapping the last op of the cell below where its peak fits with the
   // item (m_below: that cell's budget), else after it.
   double prefetch_cost(std::int32_t below, size_type m_below, size_type s, double time) const {
-    if (final_peak(below) + s <= m_below) return std::max(0.0, time - md_.bw[idx(below)]);
+    if (final_peak(below) + s <= m_below)
+      return std::max(0.0, time - (below == L_ ? md_.loss_time : spine_option(md_, below).bw));
     return time;
   }
   bool overlaps(std::int32_t below, size_type m_below, size_type s) const {
@@ -196,11 +209,12 @@ class offload_spine {
         choice = spine_choice::encode(j, offloaded, overlapped);
       }
     };
-    const double fw = md_.fw[idx(i)];
-    const double bw = md_.bw[idx(i)];
+    const tape_option& recorded = spine_option(md_, i);
+    const double fw = recorded.fw;
+    const double bw = recorded.bw;
     // The tape branch: F_all(i), the spine cell of i + 1 holding t_{i+1}, B(i).
-    const size_type xb1 = md_.xb[idx(i + 1)];
-    if (m >= tape_ops_memory(md_, i, L_) && m >= xb1) {
+    const size_type xb1 = recorded.xb;
+    if (m >= tape_ops_memory(md_, i, L_, recorded) && m >= xb1) {
       const double rest = value(i + 1, tensor_kind::tape, m - xb1);
       if (rest < infinite_time) consider(fw + bw + rest, 0, false, false);
       if (transfers) {
@@ -286,7 +300,8 @@ inline size_type offload_spine_need(const model& md, const std::vector<size_type
         out = opt_need(L, L);
         continue;
       }
-      const size_type s = transfers ? (kind == 1 ? md.xb[idx(i)] : md.x[idx(i)]) : 0;
+      const size_type s =
+          transfers ? (kind == 1 ? spine_option(md, i - 1).xb : md.x[idx(i)]) : 0;
       // Below the cell's budget by the item where it is offloaded (never below 0).
       auto relieved = [&](size_type v) {
         return v == unreachable ? v : std::max<size_type>(0, v - s);
@@ -294,7 +309,8 @@ inline size_type offload_spine_need(const model& md, const std::vector<size_type
       size_type best = unreachable;
       const size_type tape_below = need_of[2 * idx(i + 1) + 1];
       best = std::min(
-          best, std::max(tape_ops_memory(md, i, L), relieved(plus(md.xb[idx(i + 1)], tape_below))));
+          best, std::max(tape_ops_memory(md, i, L, spine_option(md, i)),
+                         relieved(plus(spine_option(md, i).xb, tape_below))));
       size_type forwards = md.x[idx(i + 1)] + md.ft[idx(i)];
       size_type relieved_forwards = 0;
       for (std::int32_t j = i + 1; j <= L; ++j) {

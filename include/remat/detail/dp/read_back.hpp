@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace remat::detail {
@@ -35,14 +36,15 @@ constexpr std::vector<op> persistent_ops(const model& md, std::int32_t i, std::i
     const std::int32_t c = choice_of(tk.i, tk.l, tk.m);
     if (tk.i == md.L) {
       ops.push_back(loss_op(md.L));
-    } else if (tk.i == tk.l) {
-      ops.push_back(f_all(tk.i));
-      ops.push_back(backward(tk.i));
-    } else if (c == 0) {
-      ops.push_back(f_all(tk.i));
+    } else if (is_tape_choice(c)) {
+      const tape_option& o = md.options(tk.i)[option_of_choice(c)];
+      ops.push_back(f_all(tk.i, o.index));
+      if (tk.i == tk.l) {
+        ops.push_back(backward(tk.i));
+        continue;
+      }
       stack.push_back({true, backward(tk.i), 0, 0, 0});
-      stack.push_back(
-          {false, {}, tk.i + 1, tk.l, tk.m - md.xb[static_cast<std::size_t>(tk.i) + 1]});
+      stack.push_back({false, {}, tk.i + 1, tk.l, tk.m - o.xb});
     } else {
       ops.push_back(f_ck(tk.i));
       for (std::int32_t k = tk.i + 1; k < c; ++k) ops.push_back(f_none(k));
@@ -54,20 +56,33 @@ constexpr std::vector<op> persistent_ops(const model& md, std::int32_t i, std::i
 }
 
 // The dense DP's choice at cell (i, l, m), finite there (`reference_cell`: the tape branch on a
-// tie, then the smallest j), recomputed from the cells' values `value_of(i, l, m)`; -1 where no
-// branch reaches the cell's value. Where an engine's values are the dense DP's bit for bit (sums
+// tie, its first option reaching the value, then the smallest j), recomputed from the cells'
+// values `value_of(i, l, m)`; -1 where no branch reaches the cell's value. Where an engine's values are the dense DP's bit for bit (sums
 // exact, `model::exact_sums`), its schedule read back with these choices is the dense DP's: every
 // engine then gives the same schedule at a budget, not just the same makespan.
 template <class ValueOf>
 constexpr std::int32_t dense_choice(const model& md, dp_branches branches, std::int32_t i,
                                     std::int32_t l, size_type m, ValueOf value_of) {
   auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
-  if (i == md.L || i == l) return 0;
+  if (i == md.L) return 0;
   const double target = value_of(i, l, m);
-  if (branches == dp_branches::tape_and_checkpoint && m >= tape_ops_memory(md, i, l) &&
-      m >= md.xb[at(i + 1)]) {
-    const double rest = value_of(i + 1, l, m - md.xb[at(i + 1)]);
-    if (rest < infinite_time && md.fw[at(i)] + md.bw[at(i)] + rest == target) return 0;
+  const std::span<const tape_option> options = md.options(i);
+  if (i == l) {
+    std::int32_t fits = 0;  // where no option reaches the value: the first that fits
+    for (std::size_t p = options.size(); p-- > 0;)
+      if (m >= tape_ops_memory(md, i, l, options[p])) fits = tape_choice(p);
+    for (std::size_t p = 0; p < options.size(); ++p)
+      if (m >= tape_ops_memory(md, i, l, options[p]) && options[p].fw + options[p].bw == target)
+        return tape_choice(p);
+    return fits;
+  }
+  if (branches == dp_branches::tape_and_checkpoint) {
+    for (std::size_t p = 0; p < options.size(); ++p) {
+      const tape_option& o = options[p];
+      if (m < tape_ops_memory(md, i, l, o) || m < o.xb) continue;
+      const double rest = value_of(i + 1, l, m - o.xb);
+      if (rest < infinite_time && o.fw + o.bw + rest == target) return tape_choice(p);
+    }
   }
   double forward = 0;
   size_type forwards = 0;

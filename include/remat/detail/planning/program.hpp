@@ -32,6 +32,7 @@ struct program_step {
   byte_range output_gradient;  // backward: g_{k+1}
   byte_range input_gradient;   // backward: g_k; loss: g_L
   byte_range workspace;
+  std::uint16_t option = 0;  // the option of F_all, or of the tape B reads (step::option)
 };
 
 // An op on another stream that must end before a step starts.
@@ -117,6 +118,7 @@ inline program make_program(const memory_plan& m) {
     program_step ps;
     ps.kind = s.op.kind;
     ps.stage = s.op.stage;
+    ps.option = s.option;
     if (is_transfer(s.op.kind)) {  // a copy (O, P) or what W waits for: whole buffers
       ps.input = whole(s.input);
       if (s.output != no_buffer) ps.output = whole(s.output);

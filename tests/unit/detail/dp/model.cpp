@@ -36,9 +36,15 @@ chain rough_chain(std::mt19937_64& rng, std::size_t n, double scale) {
   return c;
 }
 
+// bw[k] of a model whose stages have one option each (bw[L]: the loss time).
+double bw_of(const model& md, std::size_t k) {
+  return k < static_cast<std::size_t>(md.L) ? md.options(static_cast<std::int32_t>(k))[0].bw
+                                            : md.loss_time;
+}
+
 std::vector<double> all_times(const model& md) {
   std::vector<double> t = md.fw;
-  t.insert(t.end(), md.bw.begin(), md.bw.end());
+  for (std::size_t k = 0; k <= static_cast<std::size_t>(md.L); ++k) t.push_back(bw_of(md, k));
   return t;
 }
 
@@ -67,9 +73,9 @@ TEST_CASE("property: times are whole multiples of q, within q / 2, and 8 V <= 2^
       const double f = k < c.length() ? c.stages[k].forward_time : 0.0;
       const double b = k < c.length() ? c.stages[k].backward_time : c.loss_time;
       CHECK(md.fw[k] / q == std::floor(md.fw[k] / q));
-      CHECK(md.bw[k] / q == std::floor(md.bw[k] / q));
+      CHECK(bw_of(md, k) / q == std::floor(bw_of(md, k) / q));
       CHECK(std::fabs(md.fw[k] - f) <= q / 2);
-      CHECK(std::fabs(md.bw[k] - b) <= q / 2);
+      CHECK(std::fabs(bw_of(md, k) - b) <= q / 2);
       v += repeats * f + b;  // V of the chain's own times, as quantize_times sums it
     }
     CHECK(8 * v <= std::ldexp(q, 53));
@@ -112,9 +118,9 @@ TEST_CASE("times already on the grid are kept: halves, integers, zeros") {
     REQUIRE(md.exact_sums);
     for (std::size_t k = 0; k < c.length(); ++k) {
       CHECK(md.fw[k] == c.stages[k].forward_time);
-      CHECK(md.bw[k] == c.stages[k].backward_time);
+      CHECK(bw_of(md, k) == c.stages[k].backward_time);
     }
-    CHECK(md.bw[c.length()] == c.loss_time);
+    CHECK(bw_of(md, c.length()) == c.loss_time);
   }
   chain zeros;
   zeros.stages = {{0, 0, 1, 1, 0, 0}};
@@ -132,7 +138,7 @@ TEST_CASE("times near the largest double are kept as given, without the exact-su
   CHECK_FALSE(md.exact_sums);
   CHECK(md.time_quantum == 0);
   CHECK(md.fw[0] == 5e307);
-  CHECK(md.bw[0] == 5e307);
+  CHECK(bw_of(md, 0) == 5e307);
 }
 
 }  // namespace unit_detail_dp_model_test

@@ -62,7 +62,7 @@ class dp {
     }
     prefix_.assign(static_cast<std::size_t>(md.L) + 2, 0);
     for (std::size_t k = 0; k + 1 < prefix_.size(); ++k)
-      prefix_[k + 1] = prefix_[k] + (md.fw[k] + md.fw[k] + md.bw[k]);
+      prefix_[k + 1] = prefix_[k] + (md.fw[k] + md.fb[k]);
   }
 
   // Fills the cells (i, l) with i in [i0, i1], l in [l0, l1], i <= l, and their samples. Every
@@ -110,7 +110,7 @@ class dp {
         cs.c = interval_index(md_.L, i, l);
         cs.a = t_.bounds.need[cs.c];
         cs.b = t_.top(cs.c);
-        cs.active = i != l && cs.b >= cs.a;
+        cs.active = cs.b >= cs.a;  // a base case only where its options trade memory for time
         if (cs.active) {
           cs.blocks = static_cast<std::size_t>(cs.b / block - cs.a / block + 1);
           values += static_cast<std::size_t>(cs.b - cs.a + 1);
@@ -149,7 +149,7 @@ class dp {
           cs.end_low = cs.end_high;
         } else {
           if (cs.i < cs.l) add_split(cs.l, cs.i + 1);
-          if (cs.active) {
+          if (cs.active && cs.i < cs.l) {
             cs.end_low = window_from<Avx2>(cs);
             cs.end_high = std::min(cs.end_high, cs.end_low);
           }
@@ -320,6 +320,7 @@ class dp {
                                                 double forward_l0) const {
     const std::int32_t i = cs.i;
     const std::int32_t l = cs.l;
+    if (i == l) return base(i, cs.a, cs.b, cs.best);
     if (t_.branches == dp_branches::tape_and_checkpoint) tape(i, l, cs.a, cs.b, cs.best);
     if (std::max(cs.end_low, cs.end_high) <= cs.a) return;  // the window has every m
     block_maxima(cs);
@@ -385,7 +386,7 @@ class dp {
 
   // The window. Every checkpoint branch is at least its value with OPT(i, j-1, m) at its least,
   // S(i, j-1): F(i, j) + OPT(j, l, m - x_j) + S(i, j-1) = H(j, m) - P(i), where P(j) = sum over
-  // k < j of 2 fw[k] + bw[k] (in the exact sums of `model::exact_sums`, F(i, j) + S(i, j-1) is
+  // k < j of fw[k] + fb[k] (in the exact sums of `model::exact_sums`, F(i, j) + S(i, j-1) is
   // P(j) - P(i)). So min_j H(j, m) - P(i), over the split points in column l's window, bounds all
   // of them from below, and where the least j reaching it has m >= store(i, j-1) (its left part
   // is S there), that branch reaches the bound: it is their exact least value. This holds at
@@ -452,21 +453,35 @@ class dp {
   }
 #endif
 
-  // The tape branch: fw[i] + bw[i] + OPT(i+1, l, m - xb[i+1]).
+  // The tape branch: fw_o[i] + bw_o[i] + OPT(i+1, l, m - xb_o[i+1]), for each option o.
   [[gnu::always_inline]] inline void tape(std::int32_t i, std::int32_t l, size_type a, size_type b,
                                           double* best) const {
-    const size_type tape_ops = tape_ops_memory(md_, i, l);
-    const double fb = md_.fw[at(i)] + md_.bw[at(i)];
     const std::size_t cr = interval_index(md_.L, i + 1, l);
-    const size_type shift = md_.xb[at(i + 1)];
-    const size_type lo = t_.bounds.need[cr] + shift;
-    const size_type st = add_or_unreachable(t_.bounds.store[cr], shift);
     const double* rest = t_.value.data() + t_.offset[cr];
-    for (size_type m = std::max({a, tape_ops, lo}); m <= b; ++m) {
-      const double v = fb + (m >= st ? t_.bounds.S[cr] : rest[m - lo]);
-      double& slot = best[m - a];
-      slot = v < slot ? v : slot;
+    for (const tape_option& o : md_.options(i)) {
+      const size_type tape_ops = tape_ops_memory(md_, i, l, o);
+      const double fb = o.fw + o.bw;
+      const size_type shift = o.xb;
+      const size_type lo = t_.bounds.need[cr] + shift;
+      const size_type st = add_or_unreachable(t_.bounds.store[cr], shift);
+      for (size_type m = std::max({a, tape_ops, lo}); m <= b; ++m) {
+        const double v = fb + (m >= st ? t_.bounds.S[cr] : rest[m - lo]);
+        double& slot = best[m - a];
+        slot = v < slot ? v : slot;
+      }
     }
+  }
+
+  // The base case (i, i) where its options trade memory for time: fw_o[i] + bw_o[i] from the
+  // option's tape ops on.
+  [[gnu::always_inline]] inline void base(std::int32_t i, size_type a, size_type b,
+                                          double* best) const {
+    for (const tape_option& o : md_.options(i))
+      for (size_type m = std::max(a, tape_ops_memory(md_, i, i, o)); m <= b; ++m) {
+        const double v = o.fw + o.bw;
+        double& slot = best[m - a];
+        slot = v < slot ? v : slot;
+      }
   }
 
   [[gnu::always_inline]] inline void prepare(const cell_state& cs, std::int32_t j, double acc,
@@ -560,7 +575,7 @@ class dp {
   const model& md_;
   dense_table& t_;
   std::vector<interval_info> info_;
-  std::vector<double> prefix_;    // P(j) = sum over k < j of 2 fw[k] + bw[k]
+  std::vector<double> prefix_;    // P(j) = sum over k < j of fw[k] + fb[k] (2 fw + bw, one option)
   std::vector<size_type> reach_;  // [interval (i, k)]: max over k' in [i, k] of store(i, k')
   // [interval (i, j - 1)]: forwards(i, j), the peak above g_{l+1} of the forwards of the
   // checkpoint branch at j (`checkpoint_forward_table`)

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace remat::detail {
@@ -57,17 +58,32 @@ struct dense_table {
     auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
     const std::size_t c = interval_index(L, i, l);
     if (m < bounds.need[c]) return -1;
-    if (i == l || m >= bounds.store[c]) return 0;
+    if (i == md.L) return 0;
+    if (m >= bounds.store[c]) return tape_choice(md.fastest[at(i)]);
     double best = infinite_time;
     std::int32_t choice = -1;
-    const size_type tape_ops = tape_ops_memory(md, i, l);
-    if (branches == dp_branches::tape_and_checkpoint && m >= tape_ops && m >= md.xb[at(i + 1)]) {
-      const double rest = get(i + 1, l, m - md.xb[at(i + 1)]);
-      if (rest < infinite_time) {
-        best = md.fw[at(i)] + md.bw[at(i)] + rest;
-        choice = 0;
+    const std::span<const tape_option> options = md.options(i);
+    if (i == l) {
+      for (std::size_t p = 0; p < options.size(); ++p) {
+        const tape_option& o = options[p];
+        if (m < tape_ops_memory(md, i, l, o) || !(o.fw + o.bw < best)) continue;
+        best = o.fw + o.bw;
+        choice = tape_choice(p);
       }
+      return choice;
     }
+    if (branches == dp_branches::tape_and_checkpoint)
+      for (std::size_t p = 0; p < options.size(); ++p) {
+        const tape_option& o = options[p];
+        if (m < tape_ops_memory(md, i, l, o) || m < o.xb) continue;
+        const double rest = get(i + 1, l, m - o.xb);
+        if (!(rest < infinite_time)) continue;
+        const double v = o.fw + o.bw + rest;
+        if (v < best) {
+          best = v;
+          choice = tape_choice(p);
+        }
+      }
     double forward = 0;
     size_type forwards = 0;  // checkpoint_forward_table's forwards(i, j)
     for (std::int32_t j = i + 1; j <= l; ++j) {
@@ -105,7 +121,8 @@ inline dense_layout make_dense_layout(const interval_bounds& b, std::int32_t L, 
   for (std::size_t c = 0; c < out.offset.size(); ++c) {
     out.offset[c] = out.entries;
     out.sample_offset[c] = out.samples;
-    // Base cases store no value: their need is their store.
+    // Base cases store values only where a stage's options trade memory for time (else their
+    // need is their store).
     if (top(c) >= b.need[c]) out.entries += static_cast<std::size_t>(top(c) - b.need[c]) + 1;
     if (b.need[c] <= out.last_m)
       out.samples +=

@@ -259,7 +259,7 @@ constexpr std::vector<op> frontier_ops(const model& md, const frontier_table& t,
       if (dense >= 0) return dense;
     }
     const std::int32_t choice = t.choice(ci, cl, p);
-    return choice == 0 ? 0 : ci + choice;
+    return is_tape_choice(choice) ? choice : ci + choice;
   });
 }
 

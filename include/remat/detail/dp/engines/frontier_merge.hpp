@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -186,22 +187,56 @@ constexpr void frontier_cell(const model& md, const interval_bounds& bounds, fro
   auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
   result.clear();
   result_choices.clear();
-  if (i == md.L || i == l) {
-    const size_type m = i == md.L ? md.x[at(md.L)] + md.bt[at(md.L)] : tape_ops_memory(md, i, l);
+  if (i == md.L) {
+    const size_type m = md.x[at(md.L)] + md.loss_overhead;
     if (m <= top) {
-      result.push_back({m, i == md.L ? md.bw[at(md.L)] : md.fw[at(i)] + md.bw[at(i)]});
+      result.push_back({m, md.loss_time});
       result_choices.push_back(0);
     }
     return;
   }
-  const size_type tape_ops = tape_ops_memory(md, i, l);
+  const std::span<const tape_option> options = md.options(i);
+  if (i == l) {
+    // The least fw_o + bw_o over the options that fit, by memory: the options' points in order of
+    // their tape ops (then of position), each kept where it is below the last.
+    s.best.clear();
+    for (std::size_t p = 0; p < options.size(); ++p) {
+      const size_type m = tape_ops_memory(md, i, l, options[p]);
+      if (m <= top) s.best.push_back({m, options[p].fw + options[p].bw, tape_choice(p)});
+    }
+    std::sort(s.best.begin(), s.best.end(), [](const frontier_point& a, const frontier_point& b) {
+      if (a.m != b.m) return a.m < b.m;
+      if (a.t != b.t) return a.t < b.t;
+      return option_of_choice(a.choice) < option_of_choice(b.choice);
+    });
+    for (const frontier_point& p : s.best)
+      if (result.empty() || p.t < result.back().t) {
+        result.push_back({p.m, p.t});
+        result_choices.push_back(p.choice);
+      }
+    return;
+  }
   const size_type mmin = necessary_memory(md, i, l);
   s.best.clear();
   if (o.branches == dp_branches::tape_and_checkpoint) {
     const std::vector<frontier_step>& rest = t.of(i + 1, l);
-    if (!rest.empty())
-      frontier::append_shifted(s.best, rest, md.xb[at(i + 1)], md.fw[at(i)] + md.bw[at(i)],
-                               std::max(tape_ops, mmin), 0, top);
+    if (!rest.empty()) {
+      // The first option's branch is the envelope so far; the others merge into it as a branch
+      // (fw_o + bw_o + rest(m - xb_o)) + 0: the same sum, ties to the earlier option.
+      const std::vector<frontier_step> zero{{0, 0.0}};
+      for (std::size_t p = 0; p < options.size(); ++p) {
+        const tape_option& op = options[p];
+        const size_type from = std::max(tape_ops_memory(md, i, l, op), mmin);
+        if (p == 0) {
+          frontier::append_shifted(s.best, rest, op.xb, op.fw + op.bw, from, 0, top);
+        } else if (s.best.empty()) {
+          frontier::append_shifted(s.best, rest, op.xb, op.fw + op.bw, from, tape_choice(p), top);
+        } else if (frontier::merge_branch(s, rest, op.xb, zero, op.fw + op.bw, from,
+                                          tape_choice(p), top)) {
+          std::swap(s.best, s.next);
+        }
+      }
+    }
   }
   double forward = 0;
   size_type forwards = 0;  // checkpoint_forward_table's forwards(i, j)
@@ -241,7 +276,7 @@ constexpr void frontier_cell(const model& md, const interval_bounds& bounds, fro
     }
     s.best.resize(out);
     if (bounds.store[c] != unreachable && (out == 0 || bounds.S[c] < s.best[out - 1].t))
-      s.best.push_back({bounds.store[c], bounds.S[c], 0});
+      s.best.push_back({bounds.store[c], bounds.S[c], tape_choice(md.fastest[at(i)])});
   }
   // (push_back, not resize: clang 14 refuses libstdc++'s resize of ints in constant evaluation)
   result.reserve(s.best.size());

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -110,10 +111,13 @@ namespace frontier {
 constexpr std::vector<std::int32_t> interval_classes(const model& md, std::int32_t& count) {
   const std::int32_t L = md.L;
   const auto n = static_cast<std::size_t>(L) + 1;
+  // A stage's token: its sizes, times and options (the first's figures in the order of a stage
+  // without options, then the others'); the loss's bw[L], bt[L] in the first's place.
   struct token {
     size_type x0, x1, xb1, ft, fa, bt;
     double fw, bw;
     bool loss;
+    std::span<const tape_option> more;  // the options past the first
     constexpr bool operator<(const token& o) const {
       if (loss != o.loss) return loss < o.loss;
       if (x0 != o.x0) return x0 < o.x0;
@@ -123,16 +127,36 @@ constexpr std::vector<std::int32_t> interval_classes(const model& md, std::int32
       if (fa != o.fa) return fa < o.fa;
       if (bt != o.bt) return bt < o.bt;
       if (fw != o.fw) return fw < o.fw;
-      return bw < o.bw;
+      if (bw != o.bw) return bw < o.bw;
+      if (more.size() != o.more.size()) return more.size() < o.more.size();
+      for (std::size_t k = 0; k < more.size(); ++k) {
+        const tape_option& a = more[k];
+        const tape_option& b = o.more[k];
+        if (a.xb != b.xb) return a.xb < b.xb;
+        if (a.fa != b.fa) return a.fa < b.fa;
+        if (a.bt != b.bt) return a.bt < b.bt;
+        if (a.fw != b.fw) return a.fw < b.fw;
+        if (a.bw != b.bw) return a.bw < b.bw;
+      }
+      return false;
     }
   };
   std::vector<std::pair<token, std::int32_t>> tokens;
   tokens.reserve(n);
   for (std::size_t k = 0; k < n; ++k) {
     const bool loss = k == n - 1;
-    tokens.push_back({{md.x[k], loss ? 0 : md.x[k + 1], loss ? 0 : md.xb[k + 1], md.ft[k], md.fa[k],
-                       md.bt[k], md.fw[k], md.bw[k], loss},
-                      static_cast<std::int32_t>(k)});
+    if (loss) {
+      tokens.push_back({{md.x[k], 0, 0, md.ft[k], 0, md.loss_overhead, md.fw[k], md.loss_time,
+                         true, {}},
+                        static_cast<std::int32_t>(k)});
+      continue;
+    }
+    const std::span<const tape_option> options = md.options(static_cast<std::int32_t>(k));
+    const tape_option& o = options[0];
+    tokens.push_back(
+        {{md.x[k], md.x[k + 1], o.xb, md.ft[k], o.fa, o.bt, md.fw[k], o.bw, false,
+          options.subspan(1)},
+         static_cast<std::int32_t>(k)});
   }
   std::sort(tokens.begin(), tokens.end(), [](const auto& a, const auto& b) {
     if (a.first < b.first) return true;
@@ -172,14 +196,15 @@ constexpr std::vector<std::int32_t> interval_classes(const model& md, std::int32
 // The most memory at which the DP of a root capped at `cap` reads an interval starting at i (-1:
 // none). A branch passes its own memory to its left part and less to the others, and the start
 // moves up, from i' < i to i, only into the tape branch's rest (m - xb[i]) or a checkpoint's
-// right part at i (m - x[i]): an interval starting at i > 0 is read at cap - min(x[i], xb[i]) at
+// right part at i (m - x[i]): an interval starting at i > 0 is read at cap - min(x[i], xb_o[i]) at
 // most. The DP itself reads every interval within these caps (from (i, l) at m <= its cap: the
 // left part at m, the others at m - xb[i + 1] or m - x[j], below their caps), and so does the
 // read-back of a schedule.
 constexpr size_type interval_cap(const model& md, size_type cap, std::int32_t i) noexcept {
   if (cap == unreachable || i == 0) return cap;
   const auto at = static_cast<std::size_t>(i);
-  const size_type least = std::min(md.x[at], md.xb[at]);
+  size_type least = md.x[at];
+  for (const tape_option& o : md.options(i - 1)) least = std::min(least, o.xb);
   return cap < least ? -1 : cap - least;
 }
 

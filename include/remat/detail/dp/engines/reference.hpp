@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace remat::detail {
@@ -23,7 +24,8 @@ struct reference_table {
   std::int32_t L = 0;
   size_type M = 0;
   std::vector<double> value;         // [interval][m]
-  std::vector<std::int32_t> choice;  // 0: tape branch or base case, j > 0: checkpoint at j
+  std::vector<std::int32_t> choice;  // `tape_choice(p)`: tape branch or base case with option p,
+                                     // j > 0: checkpoint at j, -1: none
 
   constexpr std::size_t at(std::int32_t i, std::int32_t l, size_type m) const noexcept {
     return interval_index(L, i, l) * static_cast<std::size_t>(M + 1) + static_cast<std::size_t>(m);
@@ -51,25 +53,37 @@ constexpr void reference_cell(const model& md, reference_table& t, const interva
   std::int32_t choice = -1;
   if (m >= bounds.store[c]) {
     best = bounds.S[c];
-    choice = 0;
+    choice = i == md.L ? 0 : tape_choice(md.fastest[at(i)]);
   } else if (i == md.L) {
-    if (m >= md.x[at(md.L)] + md.bt[at(md.L)]) {
-      best = md.bw[at(md.L)];
+    if (m >= md.x[at(md.L)] + md.loss_overhead) {
+      best = md.loss_time;
       choice = 0;
     }
   } else {
-    const bool tape_ops_fit = m >= tape_ops_memory(md, i, l);
+    const std::span<const tape_option> options = md.options(i);
     if (i == l) {
-      if (tape_ops_fit) {
-        best = md.fw[at(i)] + md.bw[at(i)];
-        choice = 0;
+      // The least over the options (the first on a tie).
+      for (std::size_t p = 0; p < options.size(); ++p) {
+        const tape_option& o = options[p];
+        if (m < tape_ops_memory(md, i, l, o)) continue;
+        const double v = o.fw + o.bw;
+        if (v < best) {
+          best = v;
+          choice = tape_choice(p);
+        }
       }
     } else if (m >= mmin) {
-      if (branches == dp_branches::tape_and_checkpoint && tape_ops_fit && m >= md.xb[at(i + 1)]) {
-        const double rest = t.value[t.at(i + 1, l, m - md.xb[at(i + 1)])];
-        if (rest < infinite_time) {
-          best = md.fw[at(i)] + md.bw[at(i)] + rest;
-          choice = 0;
+      if (branches == dp_branches::tape_and_checkpoint) {
+        for (std::size_t p = 0; p < options.size(); ++p) {
+          const tape_option& o = options[p];
+          if (m < tape_ops_memory(md, i, l, o) || m < o.xb) continue;
+          const double rest = t.value[t.at(i + 1, l, m - o.xb)];
+          if (!(rest < infinite_time)) continue;
+          const double v = o.fw + o.bw + rest;
+          if (v < best) {
+            best = v;
+            choice = tape_choice(p);
+          }
         }
       }
       double forward = 0;

@@ -45,6 +45,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -181,7 +182,7 @@ class engine {
   bounded value(std::int32_t i, std::int32_t l, size_type m, double limit) {
     const std::size_t c = interval_index(md_.L, i, l);
     if (m < b_.need[c]) return {infinite_time, true};
-    // Base cases (i == l, i == L) have store = need: they end here.
+    // Base cases (i == l, i == L) end here, but those whose options trade memory for time.
     if (m >= b_.store[c]) return {b_.S[c], true};
     const double floor_value = lower(c, m);
     if (floor_value >= limit) return {floor_value, false};
@@ -194,14 +195,24 @@ class engine {
     // a good schedule early bounds the others tightly.
     const std::size_t base = candidates_.size();
     double skipped = infinite_time;  // the least lower bound of the branches not searched
-    if (m >= mmin_[c]) {
-      if (branches_ == dp_branches::tape_and_checkpoint && m >= tape_ops_memory(md_, i, l) &&
-          m >= md_.xb[at(i + 1)]) {
-        const double own = md_.fw[at(i)] + md_.bw[at(i)];
-        const double floor_rest = lower(interval_index(md_.L, i + 1, l), m - md_.xb[at(i + 1)]);
-        push({own + floor_rest, own, 0, 0}, limit, skipped);
+    const std::span<const tape_option> options = md_.options(i);
+    if (i == l) {
+      for (std::size_t p = 0; p < options.size(); ++p) {
+        const tape_option& o = options[p];
+        if (m < tape_ops_memory(md_, i, l, o)) continue;
+        push({o.fw + o.bw, o.fw + o.bw, 0, tape_order(p)}, limit, skipped);
         spend();
       }
+    } else if (m >= mmin_[c]) {
+      if (branches_ == dp_branches::tape_and_checkpoint)
+        for (std::size_t p = 0; p < options.size(); ++p) {
+          const tape_option& o = options[p];
+          if (m < tape_ops_memory(md_, i, l, o) || m < o.xb) continue;
+          const double own = o.fw + o.bw;
+          const double floor_rest = lower(interval_index(md_.L, i + 1, l), m - o.xb);
+          push({own + floor_rest, own, 0, tape_order(p)}, limit, skipped);
+          spend();
+        }
       double forward = 0;
       for (std::int32_t j = i + 1; j <= l; ++j) {
         forward += md_.fw[at(j - 1)];
@@ -237,8 +248,11 @@ class engine {
         continue;
       }
       double v = 0;
-      if (cand.j == 0) {
-        const bounded rest = value(i + 1, l, m - md_.xb[at(i + 1)], win - cand.own);
+      if (cand.j < 0 && i == l) {
+        v = cand.own;
+      } else if (cand.j < 0) {
+        const bounded rest =
+            value(i + 1, l, m - options[at(cand.j + tape_orders)].xb, win - cand.own);
         v = cand.own + rest.value;
       } else {
         const bounded right =
@@ -264,7 +278,8 @@ class engine {
     entry& e = memo_.insert(c, m);
     if (best < limit) {
       e.value = std::max(b_.S[c], best);
-      e.choice = static_cast<std::int16_t>(choice);
+      e.choice = static_cast<std::int16_t>(
+          choice < 0 ? tape_choice(static_cast<std::size_t>(choice + tape_orders)) : choice);
       e.exact = true;
       return {e.value, true};
     }
@@ -278,7 +293,8 @@ class engine {
   // The choice of a cell the search computed exactly, or of a base case.
   std::int32_t choice(std::int32_t i, std::int32_t l, size_type m) {
     const std::size_t c = interval_index(md_.L, i, l);
-    if (i == l || i == md_.L || m >= b_.store[c]) return 0;
+    if (i == md_.L) return 0;
+    if (m >= b_.store[c]) return tape_choice(md_.fastest[at(i)]);
     const entry* e = memo_.find(c, m);
     if (e == nullptr || !e->exact)
       throw std::logic_error("remat: branch and bound: a chosen cell was not solved exactly");
@@ -292,11 +308,23 @@ class engine {
   static const model& at_most_int16_stages(const model& md) {
     if (md.L > std::numeric_limits<std::int16_t>::max())
       throw std::invalid_argument("remat: branch and bound: more than 32767 stages");
+    for (std::int32_t k = 0; k < md.L; ++k)
+      if (md.options(k).size() > 32767)
+        throw std::invalid_argument("remat: branch and bound: a stage with more than 32767 options");
     return md;
   }
 
+  // A candidate's order among a cell's branches (the dense DP's: the tape branch's options in
+  // their order, then the split points j up): option p of the tape branch (or base case) is
+  // p - tape_orders, below every j >= 1.
+  static constexpr std::int32_t tape_orders = std::int32_t{1} << 16;
+  static constexpr std::int32_t tape_order(std::size_t p) noexcept {
+    return static_cast<std::int32_t>(p) - tape_orders;
+  }
+
   // A branch of a cell: its lower bound, its own time (the forwards, or F_all and B of the tape
-  // branch), its left part's lower bound, and j (0: the tape branch). Cells push theirs on one
+  // branch), its left part's lower bound, and j (`tape_order(p)` < 0: the tape branch with
+  // option p). Cells push theirs on one
   // stack, as they recurse.
   struct candidate {
     double floor;

@@ -21,8 +21,12 @@ namespace remat::detail {
 // `md` with every size rounded down to whole `unit`s (the times unchanged).
 inline model floor_model(const model& md, size_type unit) {
   model f = md;
-  for (std::vector<size_type>* v : {&f.x, &f.xb, &f.ft, &f.fa, &f.bt})
-    for (size_type& s : *v) s /= unit;
+  for_each_size(f, [unit](size_type& s) { s /= unit; });
+  for (tape_option& o : f.listed) {
+    o.xb /= unit;
+    o.fa /= unit;
+    o.bt /= unit;
+  }
   return f;
 }
 
@@ -63,9 +67,9 @@ inline size_type lower_bound_unit(const model& md, size_type m, size_type slots)
   const size_type target = std::max<size_type>(1, m / n);
   // The distinct sizes and how often each occurs.
   std::vector<size_type> all;
-  for (const std::vector<size_type>* v : {&md.x, &md.xb, &md.ft, &md.fa, &md.bt})
-    for (const size_type s : *v)
-      if (s > 0) all.push_back(s);
+  for_each_size(md, [&all](size_type s) {
+    if (s > 0) all.push_back(s);
+  });
   std::sort(all.begin(), all.end());
   struct counted {
     size_type size;
@@ -124,8 +128,7 @@ inline size_type lower_bound_unit(const model& md, size_type m, size_type slots)
 // What rounding every size of `md` down to whole units loses: the remainders, one per occurrence.
 inline double rounding_loss(const model& md, size_type unit) {
   double sum = 0;
-  for (const std::vector<size_type>* v : {&md.x, &md.xb, &md.ft, &md.fa, &md.bt})
-    for (const size_type s : *v) sum += static_cast<double>(s % unit);
+  for_each_size(md, [&sum, unit](size_type s) { sum += static_cast<double>(s % unit); });
   return sum;
 }
 

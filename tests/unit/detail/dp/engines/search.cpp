@@ -162,8 +162,14 @@ TEST_CASE("the lower bounds' unit divides the common sizes; the bounds are then 
       s.forward_overhead *= w;
       s.backward_overhead *= w;
       if (s.recording_overhead) *s.recording_overhead *= w;
+      for (remat::stage_option& o : s.options) {
+        o.tape_size *= w;
+        o.forward_overhead *= w;
+        o.backward_overhead *= w;
+      }
     }
     CAPTURE(remat::testing::chain_text(c));
+    remat::validate(c);  // scaled as a whole, the chain stays valid
     const model md = remat::detail::make_model(c, 1);
     const size_type M = everything(md);
     const size_type m = std::uniform_int_distribution<size_type>(M / 4, M)(rng);
