@@ -33,8 +33,9 @@ struct graph_input {
 };
 
 /// The graph at `path` when the file says it is one (`"format": "remat-graph/1"`), else nullopt
-/// (a chain file, or a file the chain reader will report on).
-inline std::optional<graph_input> read_graph_input(const std::string& path) {
+/// (a chain file, or a file the chain reader will report on); linearized with `options`.
+inline std::optional<graph_input> read_graph_input(const std::string& path,
+                                                   const linearize_options& options = {}) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
   std::ifstream in(path, std::ios::binary);
@@ -49,7 +50,7 @@ inline std::optional<graph_input> read_graph_input(const std::string& path) {
   graph_input g;
   g.file = io::read_graph_file(path);
   try {
-    g.lin = linearize(g.file.graph);
+    g.lin = linearize(g.file.graph, options);
   } catch (const graph_error& e) {
     throw io::graph_file_error(path, "", e.what());
   }

@@ -52,6 +52,9 @@ struct solve_request {
   /// --bandwidth: the chain's transfer rates instead of the file's (set once the file is read,
   /// since a rate per second depends on its units)
   std::optional<bandwidth_arg> bandwidth;
+  /// --block-options: a graph's blocks also get options that recompute some of their saved
+  /// values in their backward (docs/graphs.md)
+  bool block_options = false;
 };
 
 inline std::string usage_text() {
@@ -102,6 +105,8 @@ inline std::string usage_text() {
       "                   units, or a bare number in its memory units per time unit; OUT,IN\n"
       "                   for device-to-host and host-to-device apart (47GB/s,55GB/s); 0: none\n"
       "  --json           print one JSON object instead of the report (also with --info)\n"
+      "  --block-options  (graph files) give each block options that keep fewer of its saved\n"
+      "                   values and recompute the others in its backward; --info counts them\n"
       "  --sweep          solve at evenly spaced budgets, from the least at which the optimal\n"
       "                   solver finds a schedule to the peak of storing everything; print\n"
       "                   makespan, ratio to store-all and peak for each budget and solver;\n"
@@ -215,6 +220,8 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
       flag(sweep);
     } else if (option == "--info") {
       flag(info);
+    } else if (option == "--block-options") {
+      flag(req.block_options);
     } else if (option == "--frontier") {
       flag(frontier);
     } else if (option == "--points") {

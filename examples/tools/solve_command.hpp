@@ -34,7 +34,10 @@ inline int run_solve(std::span<const std::string_view> args, std::ostream& out, 
       return found;
     }
     // A graph file is linearized into the chain of its blocks; everything below takes that chain.
-    const std::optional<graph_input> graph_in = read_graph_input(req.chain_path);
+    const std::optional<graph_input> graph_in =
+        read_graph_input(req.chain_path, {.block_options = req.block_options});
+    if (!graph_in && req.block_options)
+      throw usage_error("--block-options applies to graph files only (remat-graph/1)");
     io::chain_file file = graph_in ? graph_in->chain : io::read_chain_file(req.chain_path);
     if (graph_in && req.bandwidth)
       throw usage_error("--bandwidth: graphs are solved without offloading");

@@ -14,6 +14,7 @@
 
 #include <remat/chain.hpp>
 #include <remat/detail/graph/block.hpp>
+#include <remat/detail/graph/block_options.hpp>
 #include <remat/detail/walk.hpp>
 #include <remat/graph.hpp>
 #include <remat/linearize.hpp>
@@ -25,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -181,12 +183,45 @@ inline void expand_forward(const graph& g, const block_layout& b, std::int32_t k
   }
 }
 
+// `b` as option `plan` records it: the dropped roots are working values of the recording forward
+// (freed after their last reader), not parts of the tape.
+inline block_layout recorded_layout(const graph& g, block_layout b, const block_recompute& plan) {
+  for (const std::size_t v : plan.dropped) {
+    b.taped[v] = 0;
+    b.tape -= g.values[v].size;
+  }
+  return b;
+}
+
 // The node steps of block k's backward, its input read from `in`; `drop_input`: the chain op
-// frees a_k at its end.
+// frees a_k at its end. `plan`: the option of the tape it consumes; its re-run nodes come first,
+// each a forward step that reads the block's input, kept parts of the tape or values re-run
+// before it, and makes its output back into the tape (a dropped value) or as a working value
+// (freed after its last re-run reader).
 inline void expand_backward(const graph& g, const block_layout& b, std::int32_t k, node_buffer in,
-                            bool drop_input, std::size_t chain_op, std::vector<node_step>& out) {
+                            bool drop_input, const block_recompute& plan, std::size_t chain_op,
+                            std::vector<node_step>& out) {
   auto taped = [&](std::size_t r) { return node_buffer{'t', k + 1, static_cast<std::int64_t>(r)}; };
   auto grad = [](std::size_t v) { return node_buffer{'g', 0, static_cast<std::int64_t>(v)}; };
+  auto held = [&](std::size_t v) {
+    return b.taped[v] ? taped(v) : node_buffer{'w', 0, static_cast<std::int64_t>(v)};
+  };
+  const std::vector<std::vector<std::size_t>> rerun_frees = recompute_frees(g, b, plan.recompute);
+  for (std::size_t i = 0; i < plan.recompute.size(); ++i) {
+    const std::size_t j = plan.recompute[i];
+    const graph_node& node = g.nodes[j];
+    node_step s;
+    s.dir = node_step::direction::forward;
+    s.node = j;
+    s.chain_op = chain_op;
+    s.time = node.forward_time;
+    s.transient = node.forward_transient;
+    for (const std::size_t v : node.inputs)
+      if (is_activation(g, v)) s.reads.push_back(v == b.input ? in : held(v));
+    for (const std::size_t o : node.outputs) s.makes.emplace_back(held(o), g.values[o].size);
+    for (const std::size_t v : rerun_frees[i]) s.frees.push_back(held(v));
+    out.push_back(std::move(s));
+  }
   for (std::size_t j = b.end; j-- > b.first;) {
     const graph_node& node = g.nodes[j];
     node_step s;
@@ -263,12 +298,25 @@ inline std::vector<node_step> expand_to_nodes(const graph& g, const linearizatio
         }
         const detail::graphs::block_layout& b = layouts[static_cast<std::size_t>(k)];
         const node_buffer in = detail::graphs::input_buffer(k, from_tape, layouts);
+        const graph_block& block = lin.blocks[static_cast<std::size_t>(k)];
+        const block_recompute none_dropped;
+        const block_recompute& plan =
+            w.option < block.options.size() ? block.options[w.option] : none_dropped;
+        if (w.option != 0 && w.option >= block.options.size())
+          throw std::invalid_argument(
+              "op " + std::to_string(w.index) + " (" + to_string(w.o) + "): block " +
+              std::to_string(k) + " has no plan for option " + std::to_string(w.option) +
+              " (a linearization's stage options come with its blocks' plans)");
         if (w.o.kind == op_kind::backward) {
-          detail::graphs::expand_backward(g, b, k, in, drops_input, w.index, steps);
+          detail::graphs::expand_backward(g, b, k, in, drops_input, plan, w.index, steps);
           return;
         }
-        detail::graphs::expand_forward(g, b, k, w.o.kind == op_kind::forward_all, in, w.index,
-                                       steps);
+        if (w.o.kind == op_kind::forward_all && !plan.dropped.empty())
+          detail::graphs::expand_forward(g, detail::graphs::recorded_layout(g, b, plan), k, true,
+                                         in, w.index, steps);
+        else
+          detail::graphs::expand_forward(g, b, k, w.o.kind == op_kind::forward_all, in, w.index,
+                                         steps);
         if (drops_input) steps.back().frees.push_back(in);
       });
   if (f.error != replay_error::none) {

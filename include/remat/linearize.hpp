@@ -15,12 +15,15 @@
 
 #include <remat/chain.hpp>
 #include <remat/detail/graph/block.hpp>
+#include <remat/detail/graph/block_options.hpp>
 #include <remat/graph.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -35,7 +38,23 @@ struct graph_block {
   std::size_t output = 0;
   /// Blocks with equal `kind` have the same structure and costs (costed once).
   std::size_t kind = 0;
+  /// With block options (`linearize_options::block_options`): what each option of the stage
+  /// leaves out of its tape and re-runs in its backward, `options[o]` for the stage's option o
+  /// (option 0 is plain autograd and drops nothing); empty when the stage lists no options.
+  std::vector<block_recompute> options{};
   friend bool operator==(const graph_block&, const graph_block&) = default;
+};
+
+/// How `linearize` costs blocks. By default each block is one stage of one option, plain
+/// autograd (every saved value kept). With `block_options`, each block whose insides allow it
+/// also gets options that keep fewer of its saved values and recompute the others in its
+/// backward (docs/graphs.md, "Options from a block's insides"): the non-dominated ones, plain
+/// autograd staying option 0, found exactly (every subset) for blocks with at most
+/// `exact_limit` droppable values and by a greedy order beyond, at most `max_options` kept.
+struct linearize_options {
+  bool block_options = false;
+  std::size_t exact_limit = 16;  ///< at most 30: 2^exact_limit subsets are costed
+  std::size_t max_options = 8;   ///< at least 1
 };
 
 /// What `linearize` finds.
@@ -129,10 +148,29 @@ inline std::vector<std::int64_t> signature(const graph& g, std::size_t first, st
 
 }  // namespace detail::graphs
 
+namespace detail::graphs {
+
+// The values nodes [first, end) make, in order: the block-local numbering of signature().
+inline std::vector<std::size_t> made_values(const graph& g, std::size_t first, std::size_t end) {
+  std::vector<std::size_t> out;
+  for (std::size_t j = first; j < end; ++j)
+    for (const std::size_t o : g.nodes[j].outputs) out.push_back(o);
+  return out;
+}
+
+}  // namespace detail::graphs
+
 /// Validates `g` (throws `graph_error`), finds its cut points and returns the chain of its
-/// blocks. A chain the blocks' costs make invalid (its total memory overflowing 64 bits, say) is
-/// a `graph_error` naming the block's nodes.
-inline linearization linearize(const graph& g) {
+/// blocks, costed as `options` says. A chain the blocks' costs make invalid (its total memory
+/// overflowing 64 bits, say) is a `graph_error` naming the block's nodes; bad `options` are a
+/// `std::invalid_argument` naming the field.
+inline linearization linearize(const graph& g, const linearize_options& options = {}) {
+  if (options.exact_limit > 30)
+    throw std::invalid_argument("linearize_options::exact_limit must be at most 30 (" +
+                                std::to_string(options.exact_limit) + ")");
+  if (options.max_options < 1 || options.max_options > max_options)
+    throw std::invalid_argument("linearize_options::max_options must be in 1..65536 (" +
+                                std::to_string(options.max_options) + ")");
   validate(g);
   linearization lin;
   lin.cut_nodes = detail::graphs::cut_points(g);
@@ -145,20 +183,48 @@ inline linearization linearize(const graph& g) {
   lin.chain.input_size = g.values[input].size;
   lin.chain.loss_time = g.loss_time;
   lin.chain.loss_overhead = g.loss_overhead;
-  std::map<std::vector<std::int64_t>, std::pair<std::size_t, stage>> kinds;
+  // Per distinct block: its kind, its stage and its options' plans in block-local numbers
+  // (values by made_values' positions, nodes by their offset from the block's first).
+  struct costed {
+    std::size_t kind = 0;
+    stage costs;
+    std::vector<block_recompute> local;
+  };
+  std::map<std::vector<std::int64_t>, costed> kinds;
   std::size_t first = 0;
   for (const std::size_t cut : lin.cut_nodes) {
     const std::size_t end = cut + 1;
-    graph_block b{first, end, input, g.nodes[cut].outputs.front(), 0};
+    graph_block b{first, end, input, g.nodes[cut].outputs.front(), 0, {}};
     auto key = detail::graphs::signature(g, first, end, input);
     auto it = kinds.find(key);
+    const std::vector<std::size_t> made = detail::graphs::made_values(g, first, end);
     if (it == kinds.end()) {
       const detail::graphs::block_layout layout =
           detail::graphs::layout_block(g, first, end, input);
-      it = kinds.emplace(std::move(key), std::pair{kinds.size(), detail::graphs::block_stage(g, layout)}).first;
+      costed c{kinds.size(), detail::graphs::block_stage(g, layout), {}};
+      if (options.block_options) {
+        auto found = detail::graphs::block_options(
+            g, layout, {options.exact_limit, options.max_options});
+        if (found.size() > 1) {
+          for (auto& [o, plan] : found) {
+            c.costs.options.push_back(o);
+            for (std::size_t& v : plan.dropped)
+              v = static_cast<std::size_t>(std::find(made.begin(), made.end(), v) - made.begin());
+            for (std::size_t& n : plan.recompute) n -= first;
+            c.local.push_back(std::move(plan));
+          }
+        }
+      }
+      it = kinds.emplace(std::move(key), std::move(c)).first;
     }
-    b.kind = it->second.first;
-    lin.chain.stages.push_back(it->second.second);
+    b.kind = it->second.kind;
+    lin.chain.stages.push_back(it->second.costs);
+    for (block_recompute plan : it->second.local) {
+      for (std::size_t& v : plan.dropped) v = made[v];
+      for (std::size_t& n : plan.recompute) n += first;
+      std::sort(plan.dropped.begin(), plan.dropped.end());
+      b.options.push_back(std::move(plan));
+    }
     for (std::size_t n = first; n < end; ++n) lin.block_of[n] = lin.blocks.size();
     lin.blocks.push_back(b);
     first = end;
