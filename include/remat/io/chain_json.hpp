@@ -289,6 +289,44 @@ inline std::string json_error_text(const std::string& what) {
   return text;
 }
 
+// The JSON document in `in`, read up to `max_bytes` (chain and graph files alike).
+// `fail(rule)` throws the caller's file error; `too_long` is its rule for a longer input.
+template <class Fail>
+json read_document(std::istream& in, std::size_t max_bytes, const std::string& too_long,
+                   const Fail& fail) {
+  std::string text;
+  char buffer[65536];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    text.append(buffer, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > max_bytes) fail(too_long);
+  }
+  if (in.bad()) fail("cannot read the file");
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail("not valid JSON: " + json_error_text(e.what()));
+  } catch (const json::exception& e) {
+    // Valid syntax nlohmann cannot represent, e.g. "number overflow parsing '1e400'".
+    fail("cannot read: " + json_error_text(e.what()));
+  }
+  return {};  // not reached: fail throws
+}
+
+// `path` opened for reading; `fail(rule)` throws the caller's file error naming what is wrong.
+template <class Fail>
+std::ifstream open_document(const std::filesystem::path& path, const Fail& fail) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status))
+    fail("cannot open: " + (ec ? ec.message() : std::string("no such file")));
+  if (std::filesystem::is_directory(status)) fail("cannot open: is a directory");
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    fail(errno != 0 ? "cannot open: " + std::generic_category().message(errno) : "cannot open");
+  return in;
+}
+
 }  // namespace detail
 
 /// The most a chain file may hold by default: far above any real chain (JSON takes about 150
@@ -302,47 +340,23 @@ inline constexpr std::size_t max_chain_file_bytes = std::size_t{256} << 20;
 inline chain_file read_chain(std::istream& in, std::string_view source_name,
                              std::size_t max_bytes = max_chain_file_bytes) {
   const std::string source(source_name);
-  std::string text;
-  char buffer[65536];
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    text.append(buffer, static_cast<std::size_t>(in.gcount()));
-    if (text.size() > max_bytes)
-      throw chain_file_error(source, chain_file_error::no_stage, "",
-                             "not a chain file: longer than " + std::to_string(max_bytes) +
-                                 " bytes (max_chain_file_bytes)");
-  }
-  if (in.bad())
-    throw chain_file_error(source, chain_file_error::no_stage, "", "cannot read the file");
-  detail::json doc;
-  try {
-    doc = detail::json::parse(text);
-  } catch (const detail::json::parse_error& e) {
-    throw chain_file_error(source, chain_file_error::no_stage, "",
-                           "not valid JSON: " + detail::json_error_text(e.what()));
-  } catch (const detail::json::exception& e) {
-    // Valid syntax nlohmann cannot represent, e.g. "number overflow parsing '1e400'".
-    throw chain_file_error(source, chain_file_error::no_stage, "",
-                           "cannot read: " + detail::json_error_text(e.what()));
-  }
+  const auto fail = [&](const std::string& rule) {
+    throw chain_file_error(source, chain_file_error::no_stage, "", rule);
+  };
+  const detail::json doc = detail::read_document(
+      in, max_bytes,
+      "not a chain file: longer than " + std::to_string(max_bytes) +
+          " bytes (max_chain_file_bytes)",
+      fail);
   return detail::from_document(doc, source);
 }
 
 /// Reads the chain file at `path`; errors name it as given.
 inline chain_file read_chain_file(const std::filesystem::path& path) {
   const std::string source = path.string();
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status))
-    throw chain_file_error(source, chain_file_error::no_stage, "",
-                           "cannot open: " + (ec ? ec.message() : "no such file"));
-  if (std::filesystem::is_directory(status))
-    throw chain_file_error(source, chain_file_error::no_stage, "", "cannot open: is a directory");
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw chain_file_error(
-        source, chain_file_error::no_stage, "",
-        errno != 0 ? "cannot open: " + std::generic_category().message(errno) : "cannot open");
+  std::ifstream in = detail::open_document(path, [&](const std::string& rule) {
+    throw chain_file_error(source, chain_file_error::no_stage, "", rule);
+  });
   return read_chain(in, source);
 }
 

@@ -211,33 +211,18 @@ inline bool is_graph_document(const nlohmann::json& doc) {
 inline graph_file read_graph(std::istream& in, std::string_view source_name,
                              std::size_t max_bytes = max_chain_file_bytes) {
   const std::string source(source_name);
-  std::string text;
-  char buffer[65536];
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    text.append(buffer, static_cast<std::size_t>(in.gcount()));
-    if (text.size() > max_bytes)
-      throw graph_file_error(source, "",
-                             "not a graph file: longer than " + std::to_string(max_bytes) +
-                                 " bytes");
-  }
-  if (in.bad()) throw graph_file_error(source, "", "cannot read the file");
-  detail::json doc;
-  try {
-    doc = detail::json::parse(text);
-  } catch (const detail::json::exception& e) {
-    throw graph_file_error(source, "", "not valid JSON: " + detail::json_error_text(e.what()));
-  }
+  const auto fail = [&](const std::string& rule) { throw graph_file_error(source, "", rule); };
+  const detail::json doc = detail::read_document(
+      in, max_bytes, "not a graph file: longer than " + std::to_string(max_bytes) + " bytes",
+      fail);
   return detail::graph_from_document(doc, source);
 }
 
 /// Reads the graph file at `path`; errors name it as given.
 inline graph_file read_graph_file(const std::filesystem::path& path) {
   const std::string source = path.string();
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw graph_file_error(source, "", "cannot open: no such file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw graph_file_error(source, "", "cannot open");
+  std::ifstream in = detail::open_document(
+      path, [&](const std::string& rule) { throw graph_file_error(source, "", rule); });
   return read_graph(in, source);
 }
 

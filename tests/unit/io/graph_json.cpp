@@ -9,6 +9,7 @@
 #include <random_graph.hpp>
 #include <trials.hpp>
 
+#include <filesystem>
 #include <random>
 #include <sstream>
 #include <string>
@@ -64,6 +65,23 @@ TEST_CASE("graph_json: malformed files name the place") {
              "be in an order where makers come first; a cycle has none)");
   read_fails("not json", "g.json: not valid JSON: parse error at line 1, column 2: syntax error "
                          "while parsing value - invalid literal; last read: 'no'");
+  read_fails(R"({"values": [{"size": 1e400}], "nodes": []})",
+             "g.json: cannot read: number overflow parsing '1e400'");
+  std::istringstream big(std::string(64, ' '));
+  CHECK_THROWS_WITH_AS(remat::io::read_graph(big, "g.json", 32),
+                       "g.json: not a graph file: longer than 32 bytes",
+                       remat::io::graph_file_error);
+}
+
+TEST_CASE("graph_json: files that cannot be opened say why, as chain files do") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path();
+  CHECK_THROWS_WITH_AS(remat::io::read_graph_file(dir),
+                       (dir.string() + ": cannot open: is a directory").c_str(),
+                       remat::io::graph_file_error);
+  const std::filesystem::path missing = dir / "remat-no-such-graph.json";
+  CHECK_THROWS_WITH_AS(remat::io::read_graph_file(missing),
+                       (missing.string() + ": cannot open: No such file or directory").c_str(),
+                       remat::io::graph_file_error);
 }
 
 }  // namespace unit_io_graph_json_test
