@@ -141,6 +141,20 @@ inline node_buffer input_buffer(std::int32_t k, bool from_tape,
   return {'t', k, static_cast<std::int64_t>(layouts[static_cast<std::size_t>(k - 1)].output_root)};
 }
 
+// Node j's step in direction `dir` (forward or backward) for chain op `chain_op`: the node's
+// time and transient that way, its buffers left to the caller.
+inline node_step node_step_of(const graph_node& node, std::size_t j, node_step::direction dir,
+                              std::size_t chain_op) {
+  node_step s;
+  s.dir = dir;
+  s.node = j;
+  s.chain_op = chain_op;
+  const bool forward = dir == node_step::direction::forward;
+  s.time = forward ? node.forward_time : node.backward_time;
+  s.transient = forward ? node.forward_transient : node.backward_transient;
+  return s;
+}
+
 // The node steps of one forward of block k (recording or not), reading its input from `in`.
 inline void expand_forward(const graph& g, const block_layout& b, std::int32_t k, bool recording,
                            node_buffer in, std::size_t chain_op, std::vector<node_step>& out) {
@@ -151,12 +165,7 @@ inline void expand_forward(const graph& g, const block_layout& b, std::int32_t k
   };
   for (std::size_t j = b.first; j < b.end; ++j) {
     const graph_node& node = g.nodes[j];
-    node_step s;
-    s.dir = node_step::direction::forward;
-    s.node = j;
-    s.chain_op = chain_op;
-    s.time = node.forward_time;
-    s.transient = node.forward_transient;
+    node_step s = node_step_of(node, j, node_step::direction::forward, chain_op);
     std::vector<std::size_t> roots;
     for (const std::size_t v : node.inputs) {
       if (!is_activation(g, v)) continue;
@@ -210,12 +219,7 @@ inline void expand_backward(const graph& g, const block_layout& b, std::int32_t 
   for (std::size_t i = 0; i < plan.recompute.size(); ++i) {
     const std::size_t j = plan.recompute[i];
     const graph_node& node = g.nodes[j];
-    node_step s;
-    s.dir = node_step::direction::forward;
-    s.node = j;
-    s.chain_op = chain_op;
-    s.time = node.forward_time;
-    s.transient = node.forward_transient;
+    node_step s = node_step_of(node, j, node_step::direction::forward, chain_op);
     for (const std::size_t v : node.inputs)
       if (is_activation(g, v)) s.reads.push_back(v == b.input ? in : held(v));
     for (const std::size_t o : node.outputs) s.makes.emplace_back(held(o), g.values[o].size);
@@ -224,12 +228,7 @@ inline void expand_backward(const graph& g, const block_layout& b, std::int32_t 
   }
   for (std::size_t j = b.end; j-- > b.first;) {
     const graph_node& node = g.nodes[j];
-    node_step s;
-    s.dir = node_step::direction::backward;
-    s.node = j;
-    s.chain_op = chain_op;
-    s.time = node.backward_time;
-    s.transient = node.backward_transient;
+    node_step s = node_step_of(node, j, node_step::direction::backward, chain_op);
     if (j + 1 == b.end) s.makes.emplace_back(grad(b.input), g.values[b.input].size);
     for (const std::size_t o : node.outputs)
       if (b.has_grad[o]) s.reads.push_back(grad(o));
