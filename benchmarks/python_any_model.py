@@ -47,28 +47,11 @@ from torch.utils.checkpoint import checkpoint, checkpoint_sequential  # noqa: E4
 import remat  # noqa: E402
 import remat.torch  # noqa: E402
 
+from step_meter import MiB, one_step  # noqa: E402
+
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 if TORCH2:
     import python_vs_torch as pvt  # noqa: E402  (imports torch._dynamo; 2.x only)
-    one_step, MiB = pvt.one_step, pvt.MiB
-else:  # the same measure, without the 2.x imports
-    import gc
-    from remat import _torch as meter
-
-    MiB = 2**20
-
-    def one_step(forward, x, peak_of=None):
-        gc.collect()
-        before = meter.cpu_current()
-        base = before - x.numel() * x.element_size()
-        meter.cpu_reset_peak()
-        t0 = time.perf_counter()
-        l = forward(x)
-        saved = meter.cpu_current() - before - l.numel() * l.element_size()
-        l.backward()
-        ms = (time.perf_counter() - t0) * 1e3
-        del l
-        return (peak_of() if peak_of else meter.cpu_peak() - base), saved, ms
 
 
 class Checkpointed(torch.nn.Module):

@@ -60,7 +60,7 @@ from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_conte
 import pypi_models  # noqa: E402
 import remat  # noqa: E402
 import remat.torch  # noqa: E402
-from remat import _torch as meter  # noqa: E402
+from step_meter import MiB, one_step  # noqa: E402
 
 SIZES = {
     "gpt2": dict(batch=8, seq=128, vocab=2048, dim=256, heads=4, layers=6),
@@ -115,25 +115,6 @@ def compiled_step(seq, loss, budget, tag, x):
     with torch._functorch.config.patch(activation_memory_budget=budget):
         compiled(x).backward()  # compiles the forward and the backward under `budget`
     return step
-
-
-def one_step(forward, x, peak_of=None):
-    """(peak, saved, ms) of `forward(x).backward()`: bytes above what was held before the step
-    (the input included), bytes the forward left for the backward, wall milliseconds."""
-    # Garbage that a collection would free in the middle of the step (reference cycles of an
-    # earlier step or model) would lower what the meter reads: collect it first.
-    gc.collect()
-    before = meter.cpu_current()
-    base = before - x.numel() * x.element_size()
-    meter.cpu_reset_peak()
-    t0 = time.perf_counter()
-    l = forward(x)
-    saved = meter.cpu_current() - before - l.numel() * l.element_size()
-    l.backward()
-    ms = (time.perf_counter() - t0) * 1e3
-    del l
-    peak = peak_of() if peak_of else meter.cpu_peak() - base
-    return peak, saved, ms
 
 
 def measure(configs, x, rounds):
@@ -226,7 +207,6 @@ def run_model(name, a):
                 least_row=remat_rows[least], checkpointed=list(remat_rows.values()))
 
 
-MiB = 2**20
 
 
 def table(results):
