@@ -92,17 +92,22 @@ struct cnn {
     const std::size_t y = bn(name + ".bn", conv(name + ".conv", x, cin, cout, k, h_out), cout);
     return relu ? b.relu(name + ".relu", y) : y;
   }
+  // The graph's input image (side `h`) through the ImageNet stem: a 7x7 convolution of stride 2
+  // with batch norm and ReLU, then a max pool of stride 2; `h` becomes the feature map's side.
+  std::size_t image_stem(size_type& h) {
+    std::size_t x = b.g.input("image", b.bytes(batch * 3 * h * h));
+    h /= 2;
+    x = conv_bn("stem", x, 3, 64, 7, h, true);
+    h /= 2;
+    return b.op("maxpool", {x}, b.bytes(batch * 64 * h * h), 0, true, true);
+  }
 };
 
 inline graph_network resnet(const settings& s, const std::vector<int>& counts) {
   builder b(s, zoo::bytes_per_element(s.dtype));
   cnn c{b, s.batch};
   size_type h = s.image_size;
-  std::size_t x = b.g.input("image", b.bytes(s.batch * 3 * h * h));
-  h /= 2;
-  x = c.conv_bn("stem", x, 3, 64, 7, h, true);
-  h /= 2;
-  x = b.op("maxpool", {x}, b.bytes(s.batch * 64 * h * h), 0, true, true);
+  std::size_t x = c.image_stem(h);
   size_type cin = 64;
   for (std::size_t stage = 0; stage < counts.size(); ++stage) {
     const size_type width = size_type{64} << stage;
@@ -132,11 +137,7 @@ inline graph_network densenet121(const settings& s) {
   builder b(s, zoo::bytes_per_element(s.dtype));
   cnn c{b, s.batch};
   size_type h = s.image_size;
-  std::size_t x = b.g.input("image", b.bytes(s.batch * 3 * h * h));
-  h /= 2;
-  x = c.conv_bn("stem", x, 3, 64, 7, h, true);
-  h /= 2;
-  x = b.op("maxpool", {x}, b.bytes(s.batch * 64 * h * h), 0, true, true);
+  std::size_t x = c.image_stem(h);
   size_type channels = 64;
   const int layers[] = {6, 12, 24, 16};
   for (int block = 0; block < 4; ++block) {
