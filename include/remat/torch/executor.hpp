@@ -10,11 +10,13 @@
 // Each op of the schedule is run as Rotor runs it in Python:
 //
 //   F_ck(k), F_none(k)  stage k's forward under no-grad (F_none then drops its input a_k)
-//   F_all(k)            stage k's forward on a detached copy of its input that requires grad,
-//                       recording the stage's graph: the tape t_{k+1} is that graph and output
+//   F_all(k, o)         stage k's forward on a detached copy of its input that requires grad,
+//                       recording the stage's graph: the tape t_{k+1} is that graph and output;
+//                       option o > 0 records with the stage's alternatives[o - 1] instead
 //   loss                the loss on a detached copy of a_L; its gradient is g_L
-//   B(k)                backward of t_{k+1}'s output with g_{k+1}: parameter gradients accumulate
-//                       as usual, and the gradient of the detached input is g_k
+//   B(k)                backward of t_{k+1}'s output with g_{k+1} (through whichever option
+//                       recorded it): parameter gradients accumulate as usual, and the gradient
+//                       of the detached input is g_k
 //
 // A stage run more than once in a step behaves as if it ran once: it draws the same dropout
 // masks (the generators' state, the CPU's and every GPU's, is saved before its first forward and
@@ -110,6 +112,12 @@ class executor {
       throw model_error(model_error::no_stage,
                         "the profile has " + std::to_string(p.chain.length()) +
                             " stages, the model " + std::to_string(stages_.size()));
+    for (std::size_t k = 0; k < stages_.size(); ++k)
+      if (remat::option_count(p.chain.stages[k]) > stages_[k].option_count())
+        throw model_error(
+            k, "the profile lists " + std::to_string(remat::option_count(p.chain.stages[k])) +
+                   " options, the stage has " + std::to_string(stages_[k].option_count()) +
+                   " (forward and its alternatives)");
     p.chain.transfer = options_.transfer;
     remat::validate(p.chain);
     entry& e = shapes_[p.input];

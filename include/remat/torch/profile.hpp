@@ -25,6 +25,12 @@
 //                                 non-negative; over-predicting one op's peak is safe)
 //   loss_time, loss_overhead      the same, for the loss's forward and backward together
 //
+// A stage with alternatives (stage::alternatives) is checked against its forward first
+// (detail/alternatives.hpp), then each of its options is recorded and run backward as above: the
+// chain's stage lists them (`options[o]`: the recording forward's median time and transient, the
+// tape, the backward's time and overhead), and its own fields stay those of option 0, as for a
+// stage without alternatives, which lists none.
+//
 // Sizes come from the meter of the sample's device (`default_memory`: `cpu_memory()`, exact and
 // identical from run to run, or the CUDA caching allocator's statistics), or the meter in the
 // options; sizes the profile computes rather than measures (the input's, a gradient's) are in
@@ -42,6 +48,7 @@
 #include <remat/simulate.hpp>
 #include <remat/torch/memory.hpp>
 
+#include <remat/torch/detail/alternatives.hpp>
 #include <remat/torch/detail/state.hpp>
 #include <remat/torch/stage.hpp>
 
@@ -82,6 +89,9 @@ struct profiled_chain {
   /// than that gradient) is counted with overhead 0: the model over-predicts that op's peak by
   /// this much, which is safe. `expected_op_peaks` subtracts it.
   std::vector<size_type> backward_slack;
+  /// Per stage k with alternatives, `backward_slack` of B(k) for each option o of F_all(k, o)
+  /// that recorded its tape (`[k][0]` is `backward_slack[k]`); empty for a stage without.
+  std::vector<std::vector<size_type>> option_backward_slack;
 };
 
 struct profile_options {
@@ -107,6 +117,13 @@ inline double median(std::vector<double> v) {
 inline void check_options(const profile_options& options) {
   if (options.runs < 1 || options.warmup < 0)
     throw std::invalid_argument("profile_options: runs must be >= 1 and warmup >= 0");
+}
+
+// How far below the model's op peak B(k) peaks when option o recorded its tape.
+inline size_type backward_slack_of(const profiled_chain& p, std::size_t k, std::size_t o) {
+  if (k < p.option_backward_slack.size() && o < p.option_backward_slack[k].size())
+    return p.option_backward_slack[k][o];
+  return o == 0 && k < p.backward_slack.size() ? p.backward_slack[k] : 0;
 }
 
 // The largest of `op_peaks`, or the input a_0 alone.
@@ -158,10 +175,13 @@ class chain_profiler {
   }
 
  private:
-  // What the runs of one stage measured, before they become the stage's costs.
-  struct stage_measures {
-    remat::stage costs;
-    size_type recording_overhead = 0;
+  // What the no-grad runs of one stage measured, and the recorded runs of one of its options.
+  struct no_grad_measures {
+    size_type output_size = 0, overhead = 0;
+    std::vector<double> ms;
+  };
+  struct recorded_measures {
+    size_type tape_size = 0, overhead = 0;
     size_type backward_rise = 0;  // the most the backward allocates above its start
     std::vector<double> forward_ms, backward_ms;
   };
@@ -170,29 +190,52 @@ class chain_profiler {
 
   // Stage k on its input a_k: records its costs in the chain and returns a_{k+1}.
   at::Tensor profile_stage(std::size_t k, const at::Tensor& a) {
-    stage_measures s;
+    no_grad_measures n;
     at::Tensor next;
     for (int r = 0; r < total_; ++r) {
       next = at::Tensor();  // the previous run's output is not held while this one runs
-      next = measure_no_grad(k, a, r, s);
+      next = measure_no_grad(k, a, r, n);
     }
-    for (int r = 0; r < total_; ++r) measure_recorded(k, a, r, s);
-    remat::stage& st = s.costs;
-    // The model holds g_k (the size of a_k) with the tape while B(k) runs: the overhead is the
-    // rise above that, clamped at 0 (backward_slack).
-    st.backward_overhead = std::max<size_type>(0, s.backward_rise - bytes_of(a));
-    out_.backward_slack.push_back(std::max<size_type>(0, bytes_of(a) - s.backward_rise));
-    st.forward_time = median(s.forward_ms);
-    st.backward_time = median(s.backward_ms);
-    st.tape_size = std::max(st.tape_size, st.output_size);
-    if (s.recording_overhead != st.forward_overhead) st.recording_overhead = s.recording_overhead;
-    out_.chain.stages.push_back(st);
-    out_.recording_overheads.push_back(s.recording_overhead);
+    check_alternatives(k, list_[k], state_, a);
+    std::vector<recorded_measures> rec(list_[k].option_count());
+    for (std::size_t o = 0; o < rec.size(); ++o)
+      for (int r = 0; r < total_; ++r) measure_recorded(k, o, a, r, rec[o]);
+    remat::stage st;
+    st.output_size = n.output_size;
+    st.forward_overhead = n.overhead;
+    st.forward_time = median(n.ms);
+    const remat::stage_option first = option_of(a, st, rec[0]);
+    st.tape_size = first.tape_size;
+    st.backward_time = first.backward_time;
+    st.backward_overhead = first.backward_overhead;
+    if (first.forward_overhead != st.forward_overhead)
+      st.recording_overhead = first.forward_overhead;
+    out_.recording_overheads.push_back(first.forward_overhead);
+    out_.backward_slack.push_back(slack_of(a, rec[0]));
+    out_.option_backward_slack.emplace_back();
+    if (rec.size() > 1)
+      for (const recorded_measures& m : rec) {
+        st.options.push_back(option_of(a, st, m));
+        out_.option_backward_slack.back().push_back(slack_of(a, m));
+      }
+    out_.chain.stages.push_back(std::move(st));
     return next;
   }
 
+  // An option's costs from its recorded runs, with stage `st`'s output size. The model holds
+  // g_k (the size of a_k) with the tape while B(k) runs: the backward's overhead is its rise
+  // above that, clamped at 0 (the rest is `slack_of`).
+  static remat::stage_option option_of(const at::Tensor& a, const remat::stage& st,
+                                       const recorded_measures& m) {
+    return {median(m.forward_ms), median(m.backward_ms), std::max(m.tape_size, st.output_size),
+            m.overhead, std::max<size_type>(0, m.backward_rise - bytes_of(a))};
+  }
+  static size_type slack_of(const at::Tensor& a, const recorded_measures& m) {
+    return std::max<size_type>(0, bytes_of(a) - m.backward_rise);
+  }
+
   // One no-grad forward of stage k: the output's size and the transient memory.
-  at::Tensor measure_no_grad(std::size_t k, const at::Tensor& a, int run, stage_measures& s) {
+  at::Tensor measure_no_grad(std::size_t k, const at::Tensor& a, int run, no_grad_measures& s) {
     const at::NoGradGuard no_grad;
     meter_.reset_peak();
     const size_type c0 = meter_.current();
@@ -204,19 +247,25 @@ class chain_profiler {
     if (run == 0) out_.outputs.push_back(tensor_shape::of(y));
     check_shape(k, "its output's shape changes from run to run", y);
     if (measured(run)) {
-      s.costs.output_size = std::max(s.costs.output_size, c1 - c0);
-      s.costs.forward_overhead = std::max(s.costs.forward_overhead, meter_.peak() - c1);
-      s.forward_ms.push_back(ms);
+      s.output_size = std::max(s.output_size, c1 - c0);
+      s.overhead = std::max(s.overhead, meter_.peak() - c1);
+      s.ms.push_back(ms);
     }
     return y;
   }
 
-  // One recording forward of stage k, then its backward with an incoming gradient of ones.
-  void measure_recorded(std::size_t k, const at::Tensor& a, int run, stage_measures& s) {
+  // One recording forward of option o of stage k, then its backward with an incoming gradient
+  // of ones.
+  void measure_recorded(std::size_t k, std::size_t o, const at::Tensor& a, int run,
+                        recorded_measures& s) {
     at::Tensor x = recording_input(a);
+    const std::string op =
+        o == 0 ? "forward (recording)" : option_name(o) + ", forward (recording)";
     meter_.reset_peak();
     const size_type c0 = meter_.current();
-    at::Tensor y = in_stage(k, "forward (recording)", [&] { return list_[k].forward(x); });
+    const auto t0 = std::chrono::steady_clock::now();
+    at::Tensor y = in_stage(k, op, [&] { return list_[k].recording(o)(x); });
+    const double forward_ms = elapsed_ms(t0);
     const size_type c1 = meter_.current();
     check_output(k, x, y);
     check_differentiable(k, y);
@@ -225,14 +274,16 @@ class chain_profiler {
     at::Tensor g = at::ones_like(y);
     meter_.reset_peak();
     const size_type c2 = meter_.current();
-    const auto t0 = std::chrono::steady_clock::now();
-    in_stage(k, "backward", [&] { ::torch::autograd::backward({y}, {g}); });
-    const double ms = elapsed_ms(t0);
+    const auto t1 = std::chrono::steady_clock::now();
+    in_stage(k, o == 0 ? "backward" : option_name(o) + ", backward",
+             [&] { ::torch::autograd::backward({y}, {g}); });
+    const double backward_ms = elapsed_ms(t1);
     if (measured(run)) {
-      s.costs.tape_size = std::max(s.costs.tape_size, c1 - c0);
-      s.recording_overhead = std::max(s.recording_overhead, recording_peak - c1);
+      s.tape_size = std::max(s.tape_size, c1 - c0);
+      s.overhead = std::max(s.overhead, recording_peak - c1);
       s.backward_rise = std::max(s.backward_rise, meter_.peak() - c2);
-      s.backward_ms.push_back(ms);
+      s.forward_ms.push_back(forward_ms);
+      s.backward_ms.push_back(backward_ms);
     }
   }
 
@@ -305,19 +356,24 @@ profiled_chain profile(Stages&& stages, const at::Tensor& sample, const loss_fun
 
 /// What running `ops` through autograd allocates at each op, as the profile measured the stages:
 /// the simulator's op peaks on the profiled chain (an F_all with its stage's recording overhead,
-/// the others with the no-grad forward's), less `backward_slack` on each B and the loss. Throws
+/// or its option's, the others with the no-grad forward's), less `backward_slack` on each B (of
+/// the option that recorded its tape) and the loss. Throws
 /// `std::invalid_argument` for an invalid schedule.
 inline std::vector<size_type> expected_op_peaks(const profiled_chain& p, std::span<const op> ops) {
   const replay_result r = simulate(p.chain, ops);
   if (!r.valid()) throw std::invalid_argument("expected_op_peaks: " + describe(r, ops));
   std::vector<size_type> peaks = r.op_peak;
-  if (p.backward_slack.size() == p.chain.length() + 1)
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      if (ops[i].kind == op_kind::backward)
-        peaks[i] -= p.backward_slack[static_cast<std::size_t>(ops[i].stage)];
-      else if (ops[i].kind == op_kind::loss)
-        peaks[i] -= p.backward_slack.back();
-    }
+  if (p.backward_slack.size() != p.chain.length() + 1) return peaks;
+  std::vector<std::size_t> tape_option(p.chain.length(), 0);  // each stage's last F_all's
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const auto k = static_cast<std::size_t>(ops[i].stage);
+    if (ops[i].kind == op_kind::forward_all)
+      tape_option[k] = ops[i].option;
+    else if (ops[i].kind == op_kind::backward)
+      peaks[i] -= detail::backward_slack_of(p, k, tape_option[k]);
+    else if (ops[i].kind == op_kind::loss)
+      peaks[i] -= p.backward_slack.back();
+  }
   return peaks;
 }
 

@@ -76,11 +76,30 @@ struct stage {
   /// no other state. A stage without a module and without `buffers` declares nothing.
   std::optional<std::vector<at::Tensor>> buffers;
 
+  /// Other ways to record the stage, options 1, 2, ... of F_all(k, o) (option 0 is `forward`):
+  /// the same function as `forward`, bit for bit, with another tape or time (a fused op, an
+  /// autograd function that saves less and recomputes in its backward). Profiling measures each
+  /// and checks it against `forward` (docs/libtorch.md, "Alternatives"); the no-grad forwards
+  /// (F_none, F_ck) run `forward`.
+  std::vector<std::function<at::Tensor(const at::Tensor&)>> alternatives;
+
   /// Whether the stage says what its buffers are (a module, or `buffers` set).
   [[nodiscard]] bool declares_buffers() const noexcept {
     return module != nullptr || buffers.has_value();
   }
+  /// How many ways it has to record: 1 + `alternatives.size()`.
+  [[nodiscard]] std::size_t option_count() const noexcept { return 1 + alternatives.size(); }
+  /// The recording forward of option `o` (< `option_count()`): `forward`, or `alternatives[o - 1]`.
+  [[nodiscard]] const std::function<at::Tensor(const at::Tensor&)>& recording(std::size_t o) const {
+    return o == 0 ? forward : alternatives.at(o - 1);
+  }
 };
+
+/// `option 2 (alternatives[1])`, `option 0 (forward)`: how errors name option `o` of a stage.
+inline std::string option_name(std::size_t o) {
+  return "option " + std::to_string(o) +
+         (o == 0 ? std::string(" (forward)") : " (alternatives[" + std::to_string(o - 1) + "])");
+}
 
 /// Input a stage does not accept as given: names the stage (or none), and the op where it was
 /// found when there is one, and what is wrong.
@@ -267,16 +286,20 @@ inline recorded walk_graph(const at::Tensor& output, const at::Tensor& input) {
   return out;
 }
 
-// Refuses a stage that records batch norm without saying what its buffers are.
+// What is wrong with a stage that records `graph`, or nothing: batch norm without saying what
+// its buffers are.
+inline std::string buffers_problem(const stage& s, const recorded& graph) {
+  if (graph.batch_norm.empty() || s.declares_buffers()) return {};
+  return "records batch norm (" + graph.batch_norm +
+         ") but declares no buffers, so profiling and recomputation would update its running "
+         "statistics more than once (the forward that found this has updated them, if in "
+         "training mode); make it a torch::nn::Module or torch::jit::Module stage (stages_of), "
+         "or set stage::buffers to its running statistics and batch count (an empty vector if "
+         "it has none to protect)";
+}
+
 inline void check_buffers_declared(std::size_t k, const stage& s, const recorded& graph) {
-  if (!graph.batch_norm.empty() && !s.declares_buffers())
-    throw model_error(
-        k, "records batch norm (" + graph.batch_norm +
-               ") but declares no buffers, so profiling and recomputation would update its "
-               "running statistics more than once (the forward that found this has updated "
-               "them, if in training mode); make it a torch::nn::Module or torch::jit::Module "
-               "stage (stages_of), or set stage::buffers to its running statistics and batch "
-               "count (an empty vector if it has none to protect)");
+  if (std::string m = buffers_problem(s, graph); !m.empty()) throw model_error(k, m);
 }
 
 // libtorch's message without its backtrace, on one line.
@@ -288,7 +311,7 @@ inline std::string message_of(const c10::Error& e) {
 
 // Runs `f`, turning an error libtorch raises into a `model_error` naming stage `k` and `op`.
 template <class F>
-decltype(auto) in_stage(std::size_t k, const char* op, F&& f) {
+decltype(auto) in_stage(std::size_t k, const std::string& op, F&& f) {
   try {
     return std::forward<F>(f)();
   } catch (const c10::Error& e) {

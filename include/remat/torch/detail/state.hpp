@@ -49,25 +49,34 @@ inline at::Tensor recording_input(const at::Tensor& a) {
   return x;
 }
 
-// remat measures one device (the input's): a stage runs where its input is.
-inline void check_output(std::size_t k, const at::Tensor& x, const at::Tensor& y) {
-  if (!y.defined()) throw model_error(k, "returns an undefined tensor");
+// remat measures one device (the input's): a stage runs where its input is. What is wrong with
+// output `y` of a stage recorded or run on `x`, or nothing.
+inline std::string output_problem(const at::Tensor& x, const at::Tensor& y) {
+  if (!y.defined()) return "returns an undefined tensor";
   if (y.device() != x.device())
-    throw model_error(k, "returns a tensor on " + y.device().str() + " for an input on " +
-                             x.device().str() + "; remat measures one device, so every stage "
-                             "and the loss must run where the model's input is");
+    return "returns a tensor on " + y.device().str() + " for an input on " + x.device().str() +
+           "; remat measures one device, so every stage and the loss must run where the model's "
+           "input is";
   if (y.is_alias_of(x))
-    throw model_error(k,
-                      "returns its input or a view of it; remat counts each stage's output as "
-                      "its own memory: merge the stage with a neighbour or return a new tensor");
+    return "returns its input or a view of it; remat counts each stage's output as its own "
+           "memory: merge the stage with a neighbour or return a new tensor";
+  return {};
+}
+
+inline void check_output(std::size_t k, const at::Tensor& x, const at::Tensor& y) {
+  if (std::string m = output_problem(x, y); !m.empty()) throw model_error(k, m);
+}
+
+// What is wrong with a recorded output `y`, or nothing.
+inline std::string differentiable_problem(const at::Tensor& y) {
+  if (y.requires_grad()) return {};
+  return "its output (" + to_string(tensor_shape::of(y)) +
+         ") does not require grad when recorded: the stage is not differentiable (integer "
+         "output, detach, or no parameters and an input that does not require grad)";
 }
 
 inline void check_differentiable(std::size_t k, const at::Tensor& y) {
-  if (!y.requires_grad())
-    throw model_error(k, "its output (" + to_string(tensor_shape::of(y)) +
-                             ") does not require grad when recorded: the stage is not "
-                             "differentiable (integer output, detach, or no parameters and an "
-                             "input that does not require grad)");
+  if (std::string m = differentiable_problem(y); !m.empty()) throw model_error(k, m);
 }
 
 // A parameter the stage's (or the loss's) graph reaches must be on the input's device.

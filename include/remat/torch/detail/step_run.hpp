@@ -223,13 +223,15 @@ class step_run {
     cur_ = {};
   }
 
-  // Stage k's forward; a recomputation draws the same random numbers and leaves the buffers as
-  // they were.
-  at::Tensor forward(std::size_t k, const char* op, const at::Tensor& x) {
+  // Stage k's forward (`stage::recording(option)` where it records); a recomputation draws the
+  // same random numbers and leaves the buffers as they were.
+  at::Tensor forward(std::size_t k, const std::string& op, const at::Tensor& x,
+                     std::size_t option = 0) {
+    const auto& f = cx_.stages[k].recording(option);
     at::Tensor y;
     if (!forwarded_[k]) {
       stage_rng_[k] = save_rng();
-      y = in_stage(k, op, [&] { return cx_.stages[k].forward(x); });
+      y = in_stage(k, op, [&] { return f(x); });
       forwarded_[k] = 1;
     } else {
       const rng_state now = save_rng();
@@ -240,7 +242,7 @@ class step_run {
         restore_rng(now);
       };
       try {
-        y = in_stage(k, op, [&] { return cx_.stages[k].forward(x); });
+        y = in_stage(k, op, [&] { return f(x); });
       } catch (...) {
         put_back();
         throw;
@@ -255,32 +257,34 @@ class step_run {
     return y;
   }
 
-  // F_all(k): stage k recorded on a detached input. Where its tape moves later, what autograd
-  // saves (and the output) that this op allocated is what the offload moves, and must be the
-  // whole tape.
+  // F_all(k, o): stage k recorded on a detached input with option o. Where its tape moves later,
+  // what autograd saves (and the output) that this op allocated is what the offload moves, and
+  // must be the whole tape.
   void record(std::size_t i, std::size_t k) {
     at::Tensor x = recording_input(cur_.in->value);
+    const std::size_t o = ops_[i].option;
+    const std::string op = o == 0 ? "F_all" : "F_all, " + option_name(o);
     at::Tensor y;
     if (transfers_ != nullptr && transfers_->records_moved_tape[i]) {
       std::vector<at::Tensor> saved;
       const std::uint64_t since = cpu_tracker().last_serial();
       {
         const collect_saved collect(saved);
-        y = forward(k, "F_all", x);
+        y = forward(k, op, x, o);
       }
       saved.push_back(y);
       cur_.out->storages = x.is_cpu() ? storages_since(since, saved)
                                       : storages_except(saved, known_to(x));
       const size_type found = bytes_of(cur_.out->storages);
-      const size_type tape = p_.chain.stages[k].tape_size;
+      const size_type tape = option_at(p_.chain.stages[k], o).tape_size;
       if (found != tape)
-        throw model_error(k, "F_all",
+        throw model_error(k, op,
                           "the tape t_" + std::to_string(k + 1) + " is " + std::to_string(tape) +
                               " bytes, but its output and what autograd saved that this stage "
                               "allocated are " +
                               std::to_string(found) + "; it cannot be offloaded whole");
     } else {
-      y = forward(k, "F_all", x);
+      y = forward(k, op, x, o);
     }
     check_differentiable(k, y);
     cur_.out->value = std::move(y);
