@@ -342,8 +342,10 @@ inline profiled_chain profile_stages(const std::vector<stage>& list, const model
 /// on `sample`, with `loss` after the last stage. Throws `model_error` for a stage that fails in
 /// libtorch (with libtorch's message), returns its input or a view of it, is not
 /// differentiable, records batch norm whose statistics cannot be protected, or changes its
-/// output's shape from run to run, and for a loss that is not a differentiable scalar. The
-/// model is left as it was: gradients (the loss's parameters' included), buffers, generator.
+/// output's shape from run to run, for an alternative that does not compute what its stage's
+/// forward computes (detail/alternatives.hpp), and for a loss that is not a differentiable
+/// scalar. The model is left as it was: gradients (the loss's parameters' included), buffers,
+/// generator.
 template <class Stages>
 profiled_chain profile(Stages&& stages, const at::Tensor& sample, const loss_function& loss,
                        const profile_options& options = {}) {
