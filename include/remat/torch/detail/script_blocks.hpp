@@ -52,7 +52,7 @@ inline std::string unusable(const analysis& a, const built& b, std::size_t c, ji
                             jit::Value* start) {
   if (!is_tensor(v)) return "its value " + label(v) + " is no tensor";
   for (std::size_t k = b.unit_first[c + 1]; k < a.nodes.size(); ++k)
-    if (a.aliases->writesToAlias(a.nodes[k], {v}))
+    if (a.aliases->writesToAlias(a.nodes[k], jit::ValueSet{v}))
       return std::string("a later op (") + a.nodes[k]->kind().toQualString() +
              ") writes into it, or into a view of it, in place";
   if (a.aliases->mayAlias(v, start)) return "the block would return its input or a view of it";
