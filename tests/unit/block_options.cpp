@@ -330,10 +330,10 @@ TEST_CASE("block options: schedules picking options replay node by node within t
         // Each picked option's backward overhead made one byte smaller: how often the chain
         // then claims less than the node level holds (the check would fail).
         for (const remat::op& o : r.result.schedule.ops) {
+          if (o.kind != remat::op_kind::forward_all || o.option == 0) continue;
           remat::stage_option& c = lowered.chain.stages[static_cast<std::size_t>(o.stage)]
                                        .options[o.option];
-          if (o.kind != remat::op_kind::forward_all || o.option == 0 || c.backward_overhead == 0)
-            continue;
+          if (c.backward_overhead == 0) continue;
           c.backward_overhead -= 1;
           const remat::replay_result less = remat::simulate(lowered.chain, r.result.schedule.ops);
           c.backward_overhead += 1;
