@@ -331,8 +331,8 @@ TEST_CASE("block options: schedules picking options replay node by node within t
         // then claims less than the node level holds (the check would fail).
         for (const remat::op& o : r.result.schedule.ops) {
           if (o.kind != remat::op_kind::forward_all || o.option == 0) continue;
-          remat::stage_option& c = lowered.chain.stages[static_cast<std::size_t>(o.stage)]
-                                       .options[o.option];
+          remat::stage_option& c =
+              lowered.chain.stages[static_cast<std::size_t>(o.stage)].options[o.option];
           if (c.backward_overhead == 0) continue;
           c.backward_overhead -= 1;
           const remat::replay_result less = remat::simulate(lowered.chain, r.result.schedule.ops);
