@@ -214,6 +214,7 @@ def table(results):
     # it (the loss's own tensors, the output's gradient late in the backward: outside_schedule).
     for r in results:
         plain_peak = r["plain"][0] if not isinstance(r["plain"], str) else None
+        with_options = any(k.endswith("one option per block") for k in r["best"])
         for method, v in r["best"].items():
             asked, notes = "", ""
             f = r["facts"].get(method)
@@ -221,8 +222,8 @@ def table(results):
                 asked = f"{f['budget'] / MiB:.2f} MiB"
                 notes = (f"schedule's peak {f['schedule_peak'] / MiB:.2f} MiB; "
                          f"{f['recomputed']} recomputations; "
-                         + (f"{f['options']} blocks recorded with option 1; "
-                            if f.get("options") else "")
+                         + (f"{f['options']} F_all with a block's option; "
+                            if with_options and "options" in f else "")
                          + ("as predicted" if f["as_predicted"] else "NOT as predicted") + ", "
                          + ("within the budget" if f["within"] else "OVER the budget"))
             elif method.startswith("torch.compile"):
