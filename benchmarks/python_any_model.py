@@ -149,17 +149,27 @@ def run_model(name, a):
     store_all = remat.solve(m.chain, 1 << 62, solver="store-all").peak_memory
     least = remat.solve(m.chain, 0).min_feasible_budget
 
-    def checkpointed_at(budget):
+    # The same model with one option per block, where Checkpointed gives blocks options
+    # (selective checkpointing, torch 2.4 on): the same budgets in bytes.
+    m1 = None
+    if m.split is not None and any(st.options for st in m.chain.stages):
+        m1 = remat.torch.Checkpointed(model, x, budget="100%", loss=loss, block_options=False)
+
+    def checkpointed_at(c, budget):
         def forward(x):
-            m.budget = budget
-            return loss(m(x))
+            c.budget = budget
+            return loss(c(x))
         return forward
 
     configs = [("plain autograd", lambda x: loss(model(x)), None)]
     budgets = {"least": least, "30%": store_all * 3 // 10, "50%": store_all // 2}
     for label, b in budgets.items():
         if b >= least:
-            configs.append((f"Checkpointed, {label}", checkpointed_at(b), lambda: m.total_peak))
+            configs.append((f"Checkpointed, {label}", checkpointed_at(m, b),
+                            lambda: m.total_peak))
+        if m1 is not None and label != "least" and b >= remat.solve(m1.chain, 0).min_feasible_budget:
+            configs.append((f"Checkpointed, {label}, one option per block",
+                            checkpointed_at(m1, b), lambda: m1.total_peak))
     wrapped = per_block(model, blocks)
     configs.append((f"checkpoint per block ({len(blocks)})", lambda x: loss(wrapped(x)), None))
     if sequential:
@@ -189,7 +199,8 @@ def run_model(name, a):
         loss(m(x)).backward()
         facts[f"Checkpointed, {label}"] = dict(
             budget=b, as_predicted=bool(m.as_predicted), within=bool(m.within_budget),
-            recomputed=len(m.plan.ops) - (2 * len(m.chain) + 1), schedule_peak=m.measured_peak)
+            recomputed=len(m.plan.ops) - (2 * len(m.chain) + 1), schedule_peak=m.measured_peak,
+            options=sum(1 for o in m.plan.ops if o.kind == "F_all" and o.option))
     return dict(model=name, blocks=len(m.split.blocks) if m.split else len(m.stages),
                 cut_points=m.split.cut_points if m.split else None, store_all=store_all,
                 least=least, setup_s=setup_s, plain=best["plain autograd"], best=best,
@@ -203,6 +214,7 @@ def table(results):
     # it (the loss's own tensors, the output's gradient late in the backward: outside_schedule).
     for r in results:
         plain_peak = r["plain"][0] if not isinstance(r["plain"], str) else None
+        with_options = any(k.endswith("one option per block") for k in r["best"])
         for method, v in r["best"].items():
             asked, notes = "", ""
             f = r["facts"].get(method)
@@ -210,6 +222,8 @@ def table(results):
                 asked = f"{f['budget'] / MiB:.2f} MiB"
                 notes = (f"schedule's peak {f['schedule_peak'] / MiB:.2f} MiB; "
                          f"{f['recomputed']} recomputations; "
+                         + (f"{f['options']} F_all with a block's option; "
+                            if with_options and "options" in f else "")
                          + ("as predicted" if f["as_predicted"] else "NOT as predicted") + ", "
                          + ("within the budget" if f["within"] else "OVER the budget"))
             elif method.startswith("torch.compile"):

@@ -4,6 +4,9 @@
     /usr/bin/python3 export_pieces.py resnet18 OUT_DIR     # OUT_DIR/resnet18/00.pt, 01.pt, ...
     /usr/bin/python3 export_pieces.py mobilenet_v2 OUT_DIR
 
+It also saves the whole network, scripted as one module, as OUT_DIR/resnet18.pt (or
+mobilenet_v2.pt), for remat::torch::split_script to cut.
+
 A piece is a block of the network (ResNet: the stem, each residual block, the head; MobileNetV2:
 each block of `features`, the head), scripted with torch.jit.script and saved in training mode,
 so batch norm updates its running statistics as it would in Python. Weights are random (seed 0):
@@ -16,8 +19,7 @@ import torch
 import torchvision
 
 
-def resnet18_pieces():
-    net = torchvision.models.resnet18(num_classes=10)
+def resnet18_pieces(net):
     stem = torch.nn.Sequential(net.conv1, net.bn1, net.relu, net.maxpool)
     blocks = [block for layer in (net.layer1, net.layer2, net.layer3, net.layer4)
               for block in layer]
@@ -25,13 +27,13 @@ def resnet18_pieces():
     return [stem, *blocks, head]
 
 
-def mobilenet_v2_pieces():
-    net = torchvision.models.mobilenet_v2(num_classes=10)
+def mobilenet_v2_pieces(net):
     head = torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), net.classifier)
     return [*net.features, head]
 
 
-PIECES = {"resnet18": resnet18_pieces, "mobilenet_v2": mobilenet_v2_pieces}
+PIECES = {"resnet18": (torchvision.models.resnet18, resnet18_pieces),
+          "mobilenet_v2": (torchvision.models.mobilenet_v2, mobilenet_v2_pieces)}
 
 
 def main():
@@ -42,10 +44,14 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.pt"):
         old.unlink()
-    pieces = PIECES[sys.argv[1]]()
+    make, cut = PIECES[sys.argv[1]]
+    net = make(num_classes=10)
+    pieces = cut(net)
     for i, piece in enumerate(pieces):
         torch.jit.script(piece.train()).save(str(out / f"{i:02d}.pt"))
-    print(f"{len(pieces)} pieces in {out}")
+    whole = out.parent / f"{sys.argv[1]}.pt"
+    torch.jit.script(net.train()).save(str(whole))
+    print(f"{len(pieces)} pieces in {out}, the whole network in {whole}")
 
 
 if __name__ == "__main__":

@@ -203,54 +203,48 @@ inline block_layout recorded_layout(const graph& g, block_layout b, const block_
 }
 
 // The node steps of block k's backward, its input read from `in`; `drop_input`: the chain op
-// frees a_k at its end. `plan`: the option of the tape it consumes; its re-run nodes come first,
-// each a forward step that reads the block's input, kept parts of the tape or values re-run
-// before it, and makes its output back into the tape (a dropped value) or as a working value
-// (freed after its last re-run reader).
+// frees a_k at its end. `plan`: the option of the tape it consumes; its re-run nodes are forward
+// steps, each just before the first backward node that needs what it makes (backward_order): it
+// reads the block's input, kept parts of the tape or values re-run before it, and makes its output
+// back into the tape (a dropped value) or as a working value; every buffer is freed after its last
+// reader.
 inline void expand_backward(const graph& g, const block_layout& b, std::int32_t k, node_buffer in,
                             bool drop_input, const block_recompute& plan, std::size_t chain_op,
                             std::vector<node_step>& out) {
-  auto taped = [&](std::size_t r) { return node_buffer{'t', k + 1, static_cast<std::int64_t>(r)}; };
   auto grad = [](std::size_t v) { return node_buffer{'g', 0, static_cast<std::int64_t>(v)}; };
   auto held = [&](std::size_t v) {
-    return b.taped[v] ? taped(v) : node_buffer{'w', 0, static_cast<std::int64_t>(v)};
+    return node_buffer{b.taped[v] ? 't' : 'w', b.taped[v] ? k + 1 : 0,
+                       static_cast<std::int64_t>(v)};
   };
-  const std::vector<std::vector<std::size_t>> rerun_frees = recompute_frees(g, b, plan.recompute);
-  for (std::size_t i = 0; i < plan.recompute.size(); ++i) {
-    const std::size_t j = plan.recompute[i];
+  for (const backward_step& step : backward_order(g, b, plan.dropped, plan.recompute)) {
+    const std::size_t j = step.node;
     const graph_node& node = g.nodes[j];
-    node_step s = node_step_of(node, j, node_step::direction::forward, chain_op);
-    for (const std::size_t v : node.inputs)
-      if (is_activation(g, v)) s.reads.push_back(v == b.input ? in : held(v));
-    for (const std::size_t o : node.outputs) s.makes.emplace_back(held(o), g.values[o].size);
-    for (const std::size_t v : rerun_frees[i]) s.frees.push_back(held(v));
-    out.push_back(std::move(s));
-  }
-  for (std::size_t j = b.end; j-- > b.first;) {
-    const graph_node& node = g.nodes[j];
-    node_step s = node_step_of(node, j, node_step::direction::backward, chain_op);
-    if (j + 1 == b.end) s.makes.emplace_back(grad(b.input), g.values[b.input].size);
-    for (const std::size_t o : node.outputs)
-      if (b.has_grad[o]) s.reads.push_back(grad(o));
-    for (const std::size_t v : node.saved) {
-      if (!is_activation(g, v)) continue;
-      s.reads.push_back(v == b.input ? in : taped(b.root[v]));
+    const auto dir = step.rerun ? node_step::direction::forward : node_step::direction::backward;
+    node_step s = node_step_of(node, j, dir, chain_op);
+    const node_buffer own_internal{'t', k + 1, -static_cast<std::int64_t>(j) - 1};
+    if (step.rerun) {
+      for (const std::size_t v : node.inputs)
+        if (is_activation(g, v)) s.reads.push_back(v == b.input ? in : held(v));
+      for (const std::size_t o : node.outputs) s.makes.emplace_back(held(o), g.values[o].size);
+    } else {
+      if (j + 1 == b.end) s.makes.emplace_back(grad(b.input), g.values[b.input].size);
+      for (const std::size_t o : node.outputs)
+        if (b.has_grad[o]) s.reads.push_back(grad(o));
+      for (const std::size_t v : node.saved)
+        if (is_activation(g, v)) s.reads.push_back(v == b.input ? in : held(b.root[v]));
+      if (node.saved_internal > 0) s.reads.push_back(own_internal);
+      std::vector<std::size_t> ins;
+      for (const std::size_t v : node.inputs)
+        if (is_activation(g, v) && v != b.input && b.grad_maker[v] == j) ins.push_back(v);
+      std::sort(ins.begin(), ins.end());
+      ins.erase(std::unique(ins.begin(), ins.end()), ins.end());
+      for (const std::size_t v : ins) s.makes.emplace_back(grad(v), g.values[v].size);
+      for (const std::size_t o : node.outputs)
+        if (b.has_grad[o]) s.frees.push_back(grad(o));
+      if (node.saved_internal > 0) s.frees.push_back(own_internal);
+      if (j == b.first && drop_input) s.frees.push_back(in);
     }
-    if (node.saved_internal > 0)
-      s.reads.push_back({'t', k + 1, -static_cast<std::int64_t>(j) - 1});
-    std::vector<std::size_t> ins;
-    for (const std::size_t v : node.inputs)
-      if (is_activation(g, v) && v != b.input && b.grad_maker[v] == j) ins.push_back(v);
-    std::sort(ins.begin(), ins.end());
-    ins.erase(std::unique(ins.begin(), ins.end()), ins.end());
-    for (const std::size_t v : ins) s.makes.emplace_back(grad(v), g.values[v].size);
-    for (const std::size_t o : node.outputs)
-      if (b.has_grad[o]) s.frees.push_back(grad(o));
-    for (std::size_t v = 0; v < b.root.size(); ++v)
-      if (b.root[v] == v && b.taped[v] && b.tape_free[v] == j) s.frees.push_back(taped(v));
-    if (node.saved_internal > 0)
-      s.frees.push_back({'t', k + 1, -static_cast<std::int64_t>(j) - 1});
-    if (j == b.first && drop_input) s.frees.push_back(in);
+    for (const std::size_t v : step.frees) s.frees.push_back(held(v));
     out.push_back(std::move(s));
   }
 }

@@ -195,6 +195,16 @@ void bind_graphs(py::module_& m) {
       .def_readonly("input", &remat::graph_block::input)
       .def_readonly("output", &remat::graph_block::output)
       .def_readonly("kind", &remat::graph_block::kind)
+      .def_property_readonly(
+          "options",
+          [](const remat::graph_block& b) {
+            std::vector<std::pair<std::vector<std::size_t>, std::vector<std::size_t>>> out;
+            for (const remat::block_recompute& r : b.options)
+              out.emplace_back(r.dropped, r.recompute);
+            return out;
+          },
+          "With block options: per option of the stage, (values its recording forward drops, "
+          "nodes its backward re-runs); option 0 drops nothing. Empty without options.")
       .def("__repr__", [](const remat::graph_block& b) {
         return "GraphBlock(first=" + std::to_string(b.first) + ", end=" + std::to_string(b.end) +
                ", input=" + std::to_string(b.input) + ", output=" + std::to_string(b.output) +
@@ -235,18 +245,26 @@ void bind_graphs(py::module_& m) {
 
   m.def(
       "linearize",
-      [](const remat::graph& g) {
+      [](const remat::graph& g, bool block_options, std::size_t exact_limit,
+         std::size_t max_options) {
+        if (exact_limit > 30) throw py::value_error("linearize: exact_limit must be at most 30");
+        if (max_options < 1) throw py::value_error("linearize: max_options must be at least 1");
         py_linearization out;
         out.graph = g;
         {
           const py::gil_scoped_release no_gil;
-          out.lin = remat::linearize(out.graph);
+          out.lin = remat::linearize(out.graph, {.block_options = block_options,
+                                                 .exact_limit = exact_limit,
+                                                 .max_options = max_options});
         }
         return out;
       },
-      py::arg("graph"),
+      py::arg("graph"), py::kw_only(), py::arg("block_options") = false,
+      py::arg("exact_limit") = 16, py::arg("max_options") = 8,
       "Validates the graph (GraphError naming the node or value), finds its cut points and cuts "
-      "it into a chain of blocks.");
+      "it into a chain of blocks. With block_options, each block also gets the options of "
+      "keeping fewer of its saved values (docs/graphs.md): exact over every subset of up to "
+      "exact_limit droppable values, greedy beyond, at most max_options kept.");
 
   m.def(
       "parse_size",

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import Chain, Stage, parse_size, simulate, solve
-from . import _fx
+from . import Chain, Stage, StageOption, parse_size, simulate, solve
+from . import _fx, _selective
 
 try:
     from . import _torch as _meter
@@ -317,6 +317,65 @@ def _define_gradients(params):
             p.grad = torch.zeros_like(p)
 
 
+def _check_alternatives(stages, alternatives, sample, rng, buffers):
+    """The alternatives that give plain autograd's results on the sample, and (stage, option,
+    why) for the others: each runs once beside its stage's plain recording forward and backward
+    on the stage's input, from the same buffers and generators, and its output, its input's
+    gradient, its parameters' gradients and the buffers it leaves must be equal bit for bit.
+    The model is left as it was."""
+    every = []
+    for bs in buffers:
+        _add_unique(every, bs)
+    copies = _clones(every)
+    saved_rng = rng.save()
+    kept, refused = [list(a) for a in alternatives], []
+    try:
+        a = sample
+        for k, s in enumerate(stages):
+            for o, alt in enumerate(alternatives[k], start=1):
+                why = _differs(k, s, alt, a, rng, every)
+                if why is not None:
+                    refused.append((k, o, why))
+                    kept[k].remove(alt)
+            with torch.no_grad():
+                a = _in_stage(k, "forward", s, a)
+    finally:
+        _copy_into(every, copies)
+        rng.restore(saved_rng)
+    return kept, refused
+
+
+def _differs(k, s, alt, a, rng, buffers):
+    """Why `alt` does not give what stage `s` gives on input `a` (None when it does)."""
+    before, draws = _clones(buffers), rng.save()
+    params = [p for p in s.parameters() if p.requires_grad]
+    results = []
+    for f in (s, alt):
+        _copy_into(buffers, before)
+        rng.restore(draws)
+        x = _recording_input(a)
+        wrt = ([x] if x.requires_grad else []) + params
+        try:
+            with torch.enable_grad():
+                y = f(x)
+                grads = torch.autograd.grad(y, wrt, torch.ones_like(y), allow_unused=True)
+        except Exception as e:  # noqa: BLE001 - plain autograd's own failure is reported later
+            if f is s:
+                raise ModelError(k, f"forward (recording) failed: {e}") from e
+            return f"it fails: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        results.append((y.detach(), grads, _clones(buffers)))
+        del x, y, grads
+    (y0, g0, b0), (y1, g1, b1) = results
+    if not torch.equal(y0, y1):
+        return "its output differs from the block's"
+    if any((g is None) != (h is None) or (g is not None and not torch.equal(g, h))
+           for g, h in zip(g0, g1)):
+        return "its gradients differ from plain autograd's"
+    if any(not torch.equal(u, v) for u, v in zip(b0, b1)):
+        return "it leaves other buffers than the block"
+    return None
+
+
 # --- profiling -------------------------------------------------------------------------------------
 
 @dataclass
@@ -327,10 +386,15 @@ class Profile:
     chain: Chain
     outputs: list
     backward_slack: list = field(default_factory=list)
+    # Per stage with options, the backward slack of each option's B (None: no stage has options).
+    option_slack: list = None
 
     def expected_op_peaks(self, ops):
         """What running `ops` allocates at each op: the simulator's op peaks on the profiled chain,
-        less the backward slack on each B and on the loss (remat::torch::expected_op_peaks)."""
+        less the backward slack on each B (that of the option which recorded its tape) and on the
+        loss (remat::torch::expected_op_peaks)."""
+        if self.option_slack is not None:
+            return self._expected_with_options(ops)
         c = self.chain
         fields = {"input_size": c.input_size, "loss_time": c.loss_time,
                   "loss_overhead": c.loss_overhead,
@@ -341,6 +405,20 @@ class Profile:
                               "recording_overhead": s.recording_overhead} for s in c.stages]}
         return _meter.expected_op_peaks(fields, [(o.kind, o.index, o.tensor) for o in ops],
                                         self.backward_slack)
+
+    def _expected_with_options(self, ops):
+        r = simulate(self.chain, ops)
+        if not r.valid:
+            raise ValueError(f"expected_op_peaks: {r.error}")
+        peaks, recorded = list(r.op_peak), {}
+        for i, o in enumerate(ops):
+            if o.kind == "F_all":
+                recorded[o.index] = o.option
+            elif o.kind == "B":
+                peaks[i] -= self.option_slack[o.index][recorded.get(o.index, 0)]
+            elif o.kind == "loss":
+                peaks[i] -= self.backward_slack[-1]
+        return peaks
 
 
 class _Capture(torch.autograd.Function):
@@ -358,16 +436,24 @@ class _Capture(torch.autograd.Function):
         return None, None, None
 
 
-def _profile(stages, sample, loss, meter, rng, warmup, runs):
+def _profile(stages, sample, loss, meter, rng, warmup, runs, alternatives=None):
     """remat::torch::profile (remat._torch) of the stages, with the loss as Checkpointed runs
     it: on a Function's output, until the gradient reaches that Function's backward (after
-    which nothing is allocated), so that the measured loss is the loss op of a step."""
+    which nothing is allocated), so that the measured loss is the loss op of a step. A stage
+    with alternatives (`alternatives[k]`, other ways to run its recording forward) gets one
+    option each (_with_options)."""
     outputs = [None] * len(stages)
+    passes = 1 + max((len(a) for a in alternatives), default=0) if alternatives else 1
+    recording_ms = [[[] for _ in stages] for _ in range(passes)]
 
-    def forward(k, s):
+    def forward(k, s, pass_):
         def run(x):
+            timed = torch.is_grad_enabled()
+            t0 = time.perf_counter() if timed else 0.0
             y = _in_stage(k, "forward", s, x)
             meter.sync()  # a GPU's forward, timed to its end
+            if timed:
+                recording_ms[pass_][k].append((time.perf_counter() - t0) * 1e3)
             if isinstance(y, torch.Tensor):
                 outputs[k] = _shape(y)
             return y
@@ -379,20 +465,61 @@ def _profile(stages, sample, loss, meter, rng, warmup, runs):
     def loss_as_run(leaf):
         return loss(_Capture.apply(leaf, probe, lambda g: reached.append(True)))
 
+    measured = []
     generators = rng.save()  # remat::torch puts back the CPU generator; this, a GPU's too
     try:
-        p = _meter.profile([forward(k, s) for k, s in enumerate(stages)],
-                           [list(s.parameters()) for s in stages],
-                           [list(s.buffers()) for s in stages], sample, loss_as_run,
-                           None if meter is cpu_meter else meter, warmup, runs)
+        for o in range(passes):
+            chosen = [alternatives[k][o - 1] if o and o <= len(alternatives[k]) else s
+                      for k, s in enumerate(stages)]
+            measured.append(_meter.profile(
+                [forward(k, s, o) for k, s in enumerate(chosen)],
+                [list(s.parameters()) for s in stages], [list(s.buffers()) for s in stages],
+                sample, loss_as_run, None if meter is cpu_meter else meter, warmup, runs))
     finally:
         rng.restore(generators)
     if not reached:
         raise ModelError("loss", "its gradient does not reach the model's output")
-    chain = Chain([Stage(**sp) for sp in p["stages"]], input_size=p["input_size"],
+    p = measured[0]
+    stage_fields = p["stages"]
+    option_slack = None
+    if passes > 1:
+        stage_fields, option_slack = _with_options(measured, recording_ms, alternatives, runs)
+    chain = Chain([Stage(**sp) for sp in stage_fields], input_size=p["input_size"],
                   loss_time=p["loss_time"], loss_overhead=p["loss_overhead"],
                   name="remat.torch profile", time_unit="ms", memory_unit="bytes")
-    return Profile(chain, outputs, p["backward_slack"])
+    return Profile(chain, outputs, p["backward_slack"], option_slack)
+
+
+def _with_options(measured, recording_ms, alternatives, runs):
+    """Stage fields with options from the profiles of each pass (pass o ran every stage's
+    alternative o - 1 where it has one): option o's tape, overheads and backward time are those
+    its pass measured, its forward time the no-grad forward's plus what recording with it took
+    beyond recording plainly. Also each stage's backward slack per option."""
+    def median(v):
+        v = sorted(v[-runs:])
+        return v[len(v) // 2] if v else 0.0
+
+    def option(sp, base_forward, extra_ms):
+        ro = sp.get("recording_overhead")
+        return StageOption(forward_time=max(0.0, base_forward + extra_ms),
+                           backward_time=sp["backward_time"], tape_size=sp["tape_size"],
+                           forward_overhead=sp["forward_overhead"] if ro is None else ro,
+                           backward_overhead=sp["backward_overhead"])
+
+    fields, slack = [], []
+    for k, sp in enumerate(measured[0]["stages"]):
+        sp = dict(sp)
+        slack.append([measured[0]["backward_slack"][k]])
+        if alternatives[k]:
+            plain = median(recording_ms[0][k])
+            opts = [option(sp, sp["forward_time"], 0.0)]
+            for o in range(1, len(alternatives[k]) + 1):
+                opts.append(option(measured[o]["stages"][k], sp["forward_time"],
+                                   median(recording_ms[o][k]) - plain))
+                slack[k].append(measured[o]["backward_slack"][k])
+            sp["options"] = opts
+        fields.append(sp)
+    return fields, slack
 
 
 def profile(stages, sample, loss=None, warmup=1, runs=3):
@@ -491,9 +618,9 @@ class _Schedule:
         if not result.feasible:
             return
         ops = result.ops
-        self.ops = [(o.kind, o.index) for o in ops]
-        self.loss_index = [kind for kind, _ in self.ops].index("loss")
-        forwards = [k for kind, k in self.ops if kind in ("F_ck", "F_none", "F_all")]
+        self.ops = [(o.kind, o.index, o.option) for o in ops]
+        self.loss_index = [kind for kind, _, _ in self.ops].index("loss")
+        forwards = [k for kind, k, _ in self.ops if kind in ("F_ck", "F_none", "F_all")]
         self.recomputed = [forwards.count(k) > 1 for k in range(len(profile.chain))]
         self.expected = profile.expected_op_peaks(ops)
         self.after_loss = simulate(profile.chain, ops).memory_after[self.loss_index]
@@ -521,9 +648,9 @@ class _Step:
     def input_of(self, k):
         return self.a[k] if self.a[k] is not None else self.t[k][1]
 
-    def forward(self, k, x):
+    def forward(self, k, x, option=0):
         o = self.owner
-        s = o._stage_modules[k]
+        s = o._stage_modules[k] if option == 0 else o._alternatives[k][option - 1]
         if not self.forwarded[k]:
             self.forwarded[k] = True
             if self.schedule.recomputed[k]:  # the draws its recomputation must repeat
@@ -545,7 +672,7 @@ class _Step:
                                 "shape for the same input")
         return y
 
-    def run(self, kind, k):
+    def run(self, kind, k, option=0):
         if kind in ("F_ck", "F_none"):
             with torch.no_grad():
                 y = self.forward(k, self.input_of(k))
@@ -554,7 +681,7 @@ class _Step:
                 self.a[k] = None
         elif kind == "F_all":  # the parts run their ops with gradients enabled
             x = _recording_input(self.input_of(k))
-            y = self.forward(k, x)
+            y = self.forward(k, x, option)
             if not y.requires_grad:
                 raise ModelError(k, "its output does not require grad when recorded")
             self.t[k + 1] = (x, y)
@@ -644,7 +771,7 @@ class Checkpointed(torch.nn.Module):
     """
 
     def __init__(self, model, sample, budget, solver="optimal", loss=None, slots=None,
-                 warmup=1, runs=3, enforce_budget=False, leaf_modules=()):
+                 warmup=1, runs=3, enforce_budget=False, leaf_modules=(), block_options=True):
         super().__init__()
         self.split = None
         self.fused = []
@@ -675,6 +802,18 @@ class Checkpointed(torch.nn.Module):
                             f"modules, not a {type(model).__name__}")
         self.stages = torch.nn.ModuleList(stages)
         self._stage_modules = list(self.stages)  # indexing a ModuleList costs a Python call
+        # Per stage, the other ways to run its recording forward (options 1, 2, ...): kept in a
+        # plain list, since they own nothing the stages do not.
+        self._alternatives = [[] for _ in stages]
+        self.option_refusals = []  # (block, option, why)
+        self.block_options = block_options
+        if self.split is not None and block_options and _selective.AVAILABLE:
+            for k, block in enumerate(stages):
+                alt, why = _selective.option_for(block)
+                if alt is not None:
+                    self._alternatives[k].append(alt)
+                else:
+                    self.option_refusals.append((k, 1, why))
         self.budget = budget
         self.solver = solver
         self.slots = slots
@@ -747,6 +886,10 @@ class Checkpointed(torch.nn.Module):
         if self._state is not None:
             return
         self._state = _discover(list(self.stages), sample, self.loss, self._rng)
+        if any(self._alternatives):
+            self._alternatives, refused = _check_alternatives(
+                list(self.stages), self._alternatives, sample, self._rng, self._state.buffers)
+            self.option_refusals += refused
         self._recompute = [_clones(bs) for bs in self._state.buffers]
         self._stage_buffers = [b for bs in self._state.buffers for b in bs]
         self._step_start = _clones(self._stage_buffers)
@@ -757,7 +900,7 @@ class Checkpointed(torch.nn.Module):
         entry = self._shapes.get(key)
         if entry is None:
             entry = _Entry(_profile(list(self.stages), x, self.loss, self._meter, self._rng,
-                                    self.warmup, self.runs))
+                                    self.warmup, self.runs, self._alternatives))
             self._shapes[key] = entry
         return entry, self._plan_for_key(entry)
 
@@ -906,10 +1049,10 @@ class Checkpointed(torch.nn.Module):
         try:
             with torch.enable_grad():  # as in the forward part
                 for i in range(schedule.loss_index + 1, len(schedule.ops)):
-                    kind, k = schedule.ops[i]
+                    kind, k, option = schedule.ops[i]
                     m.reset_peak()
                     step.earlier = None
-                    step.run(kind, k)
+                    step.run(kind, k, option)
                     m.sync()
                     self._measure(step, i, step.residue)
                     if kind == "B" and k == L - 1:
@@ -975,6 +1118,21 @@ class Checkpointed(torch.nn.Module):
     def measured_ms(self):
         return self._last("measured_ms").measured_ms
 
+    def _options_line(self):
+        if not self.block_options:
+            return "one option per block (block_options=False)"
+        if not _selective.AVAILABLE:
+            return ("one option per block: this torch has no selective checkpointing "
+                    "(torch 2.4 and later)")
+        offered = sum(1 for a in self._alternatives if a)
+        line = (f"options inside blocks (selective checkpointing): {offered} of "
+                f"{len(self._alternatives)} blocks")
+        if self.option_refusals:
+            line += " (not offered: " + "; ".join(
+                f"block {k}: {why}" for k, _, why in self.option_refusals[:4]) + (
+                "; ..." if len(self.option_refusals) > 4 else "") + ")"
+        return line
+
     def report(self, file=None):
         """Prints (to `file`, default stdout) and returns the blocks (stages) as profiled at the
         last input shape, the chosen schedule, and the predicted peak against the measured one
@@ -994,6 +1152,7 @@ class Checkpointed(torch.nn.Module):
             if split.leaves:
                 lines.append("kept whole (their code cannot be traced or placed): "
                              + ", ".join(split.leaves))
+            lines.append(self._options_line())
         elif self.fused:
             lines.append("stages fused with the one before (their output is their input or a "
                          "view of it): " + ", ".join(map(str, self.fused)))
@@ -1002,6 +1161,8 @@ class Checkpointed(torch.nn.Module):
         for k, st in enumerate(chain.stages):
             row = (f"{k:>5} {st.forward_time:>8.3f} {st.backward_time:>8.3f} "
                    f"{st.output_size:>11} {st.tape_size:>11}")
+            for o, opt in enumerate(st.options[1:], start=1):
+                row += f"  [option {o}: bwd {opt.backward_time:.3f} ms, tape {opt.tape_size} B]"
             if split is not None:
                 nodes = split.block_nodes[k]
                 row += (f"  {split.shares[k]:>5.0%}  {len(nodes)}: {nodes[0]}"

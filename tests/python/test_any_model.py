@@ -10,6 +10,7 @@ REMAT_TEST_MODELS=all adds the slower torchvision models (convnext_tiny, swin_t,
 the default four (resnet50, densenet121, mobilenet_v3_large, efficientnet_b0)."""
 
 import copy
+import gc
 import os
 import unittest
 import warnings
@@ -35,6 +36,10 @@ def step_and_compare(test, m, model, args, loss, budget):
     if x.requires_grad:
         x.grad = None
     rng = torch.get_rng_state()
+    # Earlier tests' Checkpointed objects are reference cycles (an output's node holds its step)
+    # holding tensors: freed by the garbage collector in the middle of this step, they would
+    # lower what the meter reads.
+    gc.collect()
     loss(m(*args)).backward()
     got_x = x.grad
     if x.requires_grad:
@@ -304,6 +309,129 @@ class Tracing(unittest.TestCase):
         self.assertIn("Residual: traced with torch.fx, ", text)
         self.assertIn("as predicted, within the budget", text)
         self.assertIn(f"predicted peak {m.expected_peak} bytes", text)
+
+
+# --- options inside blocks ------------------------------------------------------------------------
+
+class WideMLP(torch.nn.Module):
+    """Residual MLPs much wider than their input: plain autograd keeps each hidden layer twice
+    (what `up` gives, which GELU's backward reads, and GELU's output, which `down` reads);
+    selective checkpointing keeps what `up` gives and recomputes GELU's output in the backward."""
+
+    def __init__(self, dim=16, hidden=512, blocks=2):
+        super().__init__()
+        self.inp = torch.nn.Linear(dim, dim)
+        self.ups = torch.nn.ModuleList(torch.nn.Linear(dim, hidden) for _ in range(blocks))
+        self.downs = torch.nn.ModuleList(torch.nn.Linear(hidden, dim) for _ in range(blocks))
+        self.drop = torch.nn.Dropout(0.1)
+        self.out = torch.nn.Linear(dim, 4)
+
+    def forward(self, x):
+        x = torch.tanh(self.inp(x))
+        for up, down in zip(self.ups, self.downs):
+            x = x + self.drop(down(torch.nn.functional.gelu(up(x))))
+        return self.out(torch.relu_(x))
+
+
+def favour_options(m):
+    """m's profile with each option's times made those of plain autograd (its memory as
+    measured), so that the solver records with an option wherever its smaller tape saves a
+    recomputation: the schedules then run options, whose results and peaks are checked."""
+    entry = m._current[0]
+    c = entry.profile.chain
+
+    def timed_as(o, plain):
+        return remat.StageOption(forward_time=plain.forward_time,
+                                 backward_time=plain.backward_time, tape_size=o.tape_size,
+                                 forward_overhead=o.forward_overhead,
+                                 backward_overhead=o.backward_overhead)
+
+    stages = [remat.Stage(forward_time=st.forward_time, backward_time=st.backward_time,
+                          output_size=st.output_size, tape_size=st.tape_size,
+                          forward_overhead=st.forward_overhead,
+                          backward_overhead=st.backward_overhead,
+                          recording_overhead=st.recording_overhead,
+                          options=[timed_as(o, st.options[0]) for o in st.options])
+              for st in c.stages]
+    entry.profile.chain = remat.Chain(stages, input_size=c.input_size, loss_time=c.loss_time,
+                                      loss_overhead=c.loss_overhead, time_unit="ms",
+                                      memory_unit="bytes")
+    entry.plans.clear()
+    entry.store_all_peak = None
+
+
+class NoTwin(torch.nn.Module):
+    """An in-place op with no out-of-place twin (fill_diagonal_) in the middle block."""
+
+    def __init__(self, dim=16):
+        super().__init__()
+        self.a, self.b, self.c = (torch.nn.Linear(dim, dim) for _ in range(3))
+
+    def forward(self, x):
+        h = torch.tanh(self.a(x))
+        h = torch.sin(self.b(h)) * 1.0
+        h.fill_diagonal_(0.0)
+        return self.c(torch.tanh(h))
+
+
+SELECTIVE = tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 4)
+
+
+class BlockOptions(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(5)
+
+    @unittest.skipUnless(SELECTIVE, "selective checkpointing needs torch 2.4 or later")
+    def test_schedules_that_record_with_options_keep_autograds_results(self):
+        model, x = WideMLP(), torch.randn(8, 16, requires_grad=True)
+        plain = rt.Checkpointed(model, x, budget="100%", runs=1, block_options=False)
+        self.assertEqual([st.options for st in plain.chain.stages], [[]] * len(plain.chain))
+        m = check_budgets(self, model, [x], expect_recompute=False)  # as measured
+        self.assertEqual(m.option_refusals, [])
+        # A hidden layer is 8 x 512 floats (16 KiB); the option's tape also holds the generator's
+        # state that torch.utils.checkpoint saves (about 5 KB on the CPU).
+        wide = [k for k, st in enumerate(m.chain.stages)
+                if st.options and st.options[1].tape_size < st.options[0].tape_size - 8192]
+        self.assertEqual(len(wide), 2, "each MLP's option should keep one hidden layer less")
+        favour_options(m)
+        least = remat.solve(m.chain, 0).min_feasible_budget
+        store_all = remat.solve(m.chain, 1 << 62, solver="store-all").peak_memory
+        used = set()
+        for budget in range(least, store_all + 1, max(1, (store_all - least) // 6)):
+            with self.subTest(budget=budget):
+                step_and_compare(self, m, model, [x], LOSS.__func__, budget)
+                used |= {o.index for o in m.plan.ops if o.kind == "F_all" and o.option == 1}
+        self.assertTrue(used & set(wide), "no schedule recorded an MLP's option")
+        self.assertIn("options inside blocks (selective checkpointing): ",
+                      m.report(file=open(os.devnull, "w")))
+
+    @unittest.skipUnless(SELECTIVE, "selective checkpointing needs torch 2.4 or later")
+    def test_a_block_whose_in_place_op_has_no_twin_gets_no_option(self):
+        m = check_budgets(self, NoTwin(), [torch.randn(16, 16, requires_grad=True)],
+                          expect_recompute=False)
+        self.assertEqual(len(m.option_refusals), 1)
+        k, option, why = m.option_refusals[0]
+        self.assertEqual(m.chain.stages[k].options, [])
+        self.assertIn("fill_diagonal_", why)
+
+    def test_an_alternative_that_differs_is_not_offered(self):
+        stage = torch.nn.Linear(8, 8)
+        same = lambda x: stage(x) * 1.0  # noqa: E731
+        off = lambda x: stage(x) + 1e-7  # noqa: E731
+        x = torch.randn(4, 8)
+        kept, refused = rt._check_alternatives([stage], [[off, same]], x, rt._Rng(x.device),
+                                               [[]])
+        self.assertEqual(kept, [[same]])
+        self.assertEqual(refused, [(0, 1, "its output differs from the block's")])
+        self.assertIsNone(stage.weight.grad)
+
+    @unittest.skipIf(SELECTIVE, "this torch has selective checkpointing")
+    def test_without_selective_checkpointing_every_block_has_one_option(self):
+        m = rt.Checkpointed(WideMLP(), torch.randn(8, 16, requires_grad=True), budget="100%",
+                            runs=1)
+        self.assertEqual([st.options for st in m.chain.stages], [[]] * len(m.chain))
+        self.assertIn("one option per block: this torch has no selective checkpointing",
+                      m.report(file=open(os.devnull, "w")))
 
 
 # --- torchvision's models as they come -----------------------------------------------------------

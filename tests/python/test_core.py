@@ -221,6 +221,31 @@ class Graphs(unittest.TestCase):
         with self.assertRaises(IndexError):
             lin.activation_share(4)
 
+    def test_block_options(self):
+        # x -> up -> gelu -> down, + x (a skip): one block, whose saved values up's and gelu's
+        # outputs may be dropped and recomputed in its backward.
+        g = remat.Graph()
+        x = g.input("x", 16)
+        up = g.apply("up", [x], 256, forward_time=4.0, backward_time=8.0, saved=[x])
+        act = g.apply("gelu", [up], 256, forward_time=1.0, backward_time=1.0, saved=[up])
+        down = g.apply("down", [act], 16, forward_time=4.0, backward_time=8.0, saved=[act])
+        g.apply("add", [down, x], 16)
+        plain = remat.linearize(g)
+        self.assertEqual([b.options for b in plain.blocks], [[]])
+        lin = remat.linearize(g, block_options=True)
+        block, stage = lin.blocks[0], lin.chain.stages[0]
+        self.assertGreater(len(block.options), 1)
+        self.assertEqual(len(stage.options), len(block.options))
+        self.assertEqual(block.options[0], ([], []))
+        for (dropped, recompute), opt in zip(block.options[1:], stage.options[1:]):
+            self.assertTrue(dropped and recompute)
+            self.assertLess(opt.tape_size, stage.options[0].tape_size)
+            self.assertGreater(opt.backward_time, stage.options[0].backward_time)
+        self.assertEqual(len(remat.linearize(g, block_options=True, max_options=1).blocks[0]
+                             .options), 0)
+        with self.assertRaisesRegex(ValueError, "exact_limit"):
+            remat.linearize(g, block_options=True, exact_limit=31)
+
     def test_the_graph_as_built(self):
         g = self.skip_graph()
         self.assertEqual([(v.name, v.size, v.kind) for v in g.values[:3]],

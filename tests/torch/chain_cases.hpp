@@ -8,13 +8,14 @@
 
 #include <doctest/doctest.h>
 #include <torch/script.h>
-#include <torch_cases.hpp>
 #include <torch/torch.h>
+#include <torch_cases.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct model {
   remat::torch::loss_function loss;
   std::vector<at::Tensor> parameters;  ///< every parameter, the loss's included
   std::vector<at::Tensor> buffers;
+  /// The reference's forward where it is not the stages' forwards in order (a whole module that
+  /// split_script cut); empty: the stages.
+  std::function<at::Tensor(const at::Tensor&)> whole = {};
 };
 
 struct state {
@@ -47,7 +51,8 @@ using torch_cases::same;
 inline void check_same(const state& got, const state& want, bool input_grad) {
   REQUIRE(got.grads.size() == want.grads.size());
   std::size_t wrong_grads = 0, wrong_buffers = 0;
-  for (std::size_t i = 0; i < got.grads.size(); ++i) wrong_grads += !same(got.grads[i], want.grads[i]);
+  for (std::size_t i = 0; i < got.grads.size(); ++i)
+    wrong_grads += !same(got.grads[i], want.grads[i]);
   for (std::size_t i = 0; i < got.buffers.size(); ++i)
     wrong_buffers += !same(got.buffers[i], want.buffers[i]);
   CHECK(wrong_grads == 0);
@@ -68,14 +73,19 @@ inline void reset(const model& m, const state& s, bool zero) {
   }
 }
 
-// Plain autograd through the stages' forwards and the loss, from zero gradients.
+// Plain autograd through the stages' forwards (or the whole model's) and the loss, from zero
+// gradients.
 inline state reference_step(const model& m, std::uint64_t seed) {
   at::manual_seed(seed);
-  for (const at::Tensor& p : m.parameters) const_cast<at::Tensor&>(p).mutable_grad() = at::zeros_like(p);
+  for (const at::Tensor& p : m.parameters)
+    const_cast<at::Tensor&>(p).mutable_grad() = at::zeros_like(p);
   at::Tensor x = m.input.detach();
   if (x.is_floating_point()) x.requires_grad_(true);
   at::Tensor y = x;
-  for (const remat::torch::stage& s : m.stages) y = s.forward(y);
+  if (m.whole)
+    y = m.whole(x);
+  else
+    for (const remat::torch::stage& s : m.stages) y = s.forward(y);
   m.loss(y).backward();
   state s = state_of(m);
   if (x.requires_grad()) s.input_grad = x.grad().clone();
@@ -127,9 +137,7 @@ inline remat::torch::profiled_chain check_every_schedule(const model& m) {
 }
 
 inline remat::torch::loss_function cross_entropy(const at::Tensor& labels) {
-  return [labels](const at::Tensor& y) {
-    return torch::nn::functional::cross_entropy(y, labels);
-  };
+  return [labels](const at::Tensor& y) { return torch::nn::functional::cross_entropy(y, labels); };
 }
 
 inline void add_module_state(model& m, const torch::nn::Module& mod) {
@@ -144,8 +152,9 @@ inline model vgg_bn() {
   const std::int64_t widths[] = {8, 16, 16, 32, 32};
   std::int64_t in = 3;
   for (std::size_t i = 0; i < 5; ++i) {
-    torch::nn::Sequential block(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, widths[i], 3).padding(1)),
-                                torch::nn::BatchNorm2d(widths[i]), torch::nn::ReLU());
+    torch::nn::Sequential block(
+        torch::nn::Conv2d(torch::nn::Conv2dOptions(in, widths[i], 3).padding(1)),
+        torch::nn::BatchNorm2d(widths[i]), torch::nn::ReLU());
     if (i % 2 == 0) block->push_back(torch::nn::MaxPool2d(2));
     add_module_state(m, *block);
     m.stages.push_back(remat::torch::stage_of(block));
@@ -166,14 +175,16 @@ struct InvertedResidualImpl : torch::nn::Module {
     const std::int64_t mid = in * expand;
     body = register_module(
         "body",
-        torch::nn::Sequential(
-            torch::nn::Conv2d(torch::nn::Conv2dOptions(in, mid, 1).bias(false)),
-            torch::nn::BatchNorm2d(mid), torch::nn::Functional(torch::relu6),
-            torch::nn::Conv2d(
-                torch::nn::Conv2dOptions(mid, mid, 3).stride(stride).padding(1).groups(mid).bias(false)),
-            torch::nn::BatchNorm2d(mid), torch::nn::Functional(torch::relu6),
-            torch::nn::Conv2d(torch::nn::Conv2dOptions(mid, out, 1).bias(false)),
-            torch::nn::BatchNorm2d(out)));
+        torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, mid, 1).bias(false)),
+                              torch::nn::BatchNorm2d(mid), torch::nn::Functional(torch::relu6),
+                              torch::nn::Conv2d(torch::nn::Conv2dOptions(mid, mid, 3)
+                                                    .stride(stride)
+                                                    .padding(1)
+                                                    .groups(mid)
+                                                    .bias(false)),
+                              torch::nn::BatchNorm2d(mid), torch::nn::Functional(torch::relu6),
+                              torch::nn::Conv2d(torch::nn::Conv2dOptions(mid, out, 1).bias(false)),
+                              torch::nn::BatchNorm2d(out)));
   }
   at::Tensor forward(const at::Tensor& x) {
     at::Tensor y = body->forward(x);
@@ -190,8 +201,9 @@ TORCH_MODULE(InvertedResidual);
 inline model mobilenet() {
   torch::manual_seed(12);
   model m{"mobilenet", {}, torch::randn({2, 3, 32, 32}), {}, {}, {}};
-  torch::nn::Sequential stem(torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 8, 3).stride(2).padding(1).bias(false)),
-                             torch::nn::BatchNorm2d(8), torch::nn::Functional(torch::relu6));
+  torch::nn::Sequential stem(
+      torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 8, 3).stride(2).padding(1).bias(false)),
+      torch::nn::BatchNorm2d(8), torch::nn::Functional(torch::relu6));
   add_module_state(m, *stem);
   m.stages.push_back(remat::torch::stage_of(stem));
   const std::int64_t spec[][3] = {{8, 8, 1}, {8, 12, 2}, {12, 12, 1}, {12, 16, 2}, {16, 16, 1}};

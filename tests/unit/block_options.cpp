@@ -1,8 +1,10 @@
 // Tests of a block's options from its insides (remat/detail/graph/block_options.hpp, through
-// remat::linearize with block_options): hand-computed options of a small block; the exact
-// enumeration against a brute force whose costs come from the node-level replay; schedules that
-// pick options replay node by node within the chain-level figures; and options never make a
-// budget infeasible or a schedule slower.
+// remat::linearize with block_options): hand-computed options of two small blocks, one whose
+// backward overhead and least budget go down because a dropped value comes back only before the
+// backward node that reads it; the exact enumeration against a brute force whose costs come from
+// the node-level replay; schedules that pick options replay node by node within the chain-level
+// figures, which are tight (one byte less and the check fails); and options never make a budget
+// infeasible or a schedule slower, and lower the least budget of many random graphs.
 #include <remat/detail/graph/block_options.hpp>
 #include <remat/graph_simulate.hpp>
 #include <remat/linearize.hpp>
@@ -107,8 +109,10 @@ TEST_CASE("block options: a hand-built block's options, computed by hand") {
   // y's gradient), h's backward makes b's gradient (220) and frees y's gradient and b (160), g's
   // makes a's gradient (peak 260): bo 260 - 170 = 90.
   // Dropping a: tape 60, f re-run (+4); F_all peaks at 150 (a and b both held in g): fo 90; B
-  // re-makes a (170) and then peaks as plain at 260: bo 260 - 70 = 190. Dropping b: tape 110,
-  // g re-run (+1); F_all 160 (fo 50); bo 260 - 120 = 140. Both: tape 10, +5; fo 140, bo 240.
+  // starts at 70, h's backward (120, then 60), f re-run just before g's backward makes a back
+  // (160), g's backward peaks as plain at 260: bo 260 - 70 = 190. Dropping b: tape 110, g re-run
+  // (+1) before h's backward (170, 220 in h's); F_all 160 (fo 50); bo 260 - 120 = 140. Both: tape
+  // 10, +5, f and g re-run before h's backward, a held until g's; fo 140, bo 240.
   const std::vector<stage_option> expected{{6, 6, 160, 0, 90},
                                            {6, 7, 110, 50, 140},
                                            {6, 10, 60, 90, 190},
@@ -129,7 +133,8 @@ TEST_CASE("block options: a hand-built block's options, computed by hand") {
   // max_options thins to option 0 and the cheapest tape.
   const remat::linearization two = remat::linearize(g, {.block_options = true, .max_options = 2});
   CHECK(two.chain.stages[0].options == std::vector<stage_option>{expected[0], expected[3]});
-  // One block alone: B peaks as plain autograd whatever the option, so the least budget stays.
+  // One block alone: B peaks at g's backward, which reads a and makes its gradient, whatever the
+  // option, so the least budget stays.
   CHECK(remat::solve(lin.chain, 0).min_feasible_budget ==
         remat::solve(plain.chain, 0).min_feasible_budget);
   // Two such blocks: holding block 0's smaller tape through block 1 saves a recomputation at
@@ -164,6 +169,64 @@ TEST_CASE("block options: a hand-built block's options, computed by hand") {
                   std::invalid_argument);
   CHECK_THROWS_AS(remat::linearize(g, {.block_options = true, .max_options = 0}),
                   std::invalid_argument);
+}
+
+// x -> a = f(x) -> b = g(a) -> c = h(b) -> y = k(c, x): one block whose backward peaks at its
+// first backward node (k's, which makes c's gradient while the whole tape is held). Each node
+// saves its input; y is taped as the output.
+remat::graph late_reader_block() {
+  remat::graph g;
+  const auto x = g.input("x", 10);
+  const auto a = g.apply("f", {x}, 100, {.forward_time = 4, .backward_time = 2, .saved = {x}});
+  const auto b = g.apply("g", {a}, 100, {.forward_time = 1, .backward_time = 2, .saved = {a}});
+  const auto c = g.apply("h", {b}, 100, {.forward_time = 1, .backward_time = 2, .saved = {b}});
+  g.apply("k", {c, x}, 10, {.forward_time = 1, .backward_time = 2, .saved = {c}});
+  return g;
+}
+
+TEST_CASE("block options: a dropped value comes back just before the backward node that reads it") {
+  const remat::graph g = late_reader_block();
+  const remat::linearization lin = remat::linearize(g, {.block_options = true});
+  const remat::linearization plain = remat::linearize(g);
+  REQUIRE(lin.blocks.size() == 1);
+  const remat::stage& s = lin.chain.stages[0];
+  // Plain autograd: tape a + b + c + y = 310; B starts at 320 (tape and y's gradient), k's
+  // backward makes c's gradient (420) and frees y's gradient and c (310), h's makes b's (410,
+  // frees c's gradient and b: 210), g's a's (310, then 110), f's frees the rest: bo 420 - 320 =
+  // 100.
+  CHECK(remat::option_at(s, 0) == stage_option{7, 8, 310, 0, 100});
+  // Dropping a (tape 210, f re-run: bw 8 + 4): B starts at 220; k's backward peaks at 320 (then
+  // 210), h's at 310 (then 110); only then f is re-run, making a back (210), and g's backward
+  // makes a's gradient (310): bo 320 - 220 = 100, as plain autograd's. Re-running f at the start
+  // of B instead would hold a through k's backward: 420 above the input, bo 200. The recording
+  // forward peaks at 210 (b, c, y; a freed after g): fo 0.
+  REQUIRE(lin.blocks[0].options.size() == s.options.size());
+  std::size_t drop_a = s.options.size();
+  for (std::size_t o = 0; o < s.options.size(); ++o)
+    if (lin.blocks[0].options[o] == remat::block_recompute{{1}, {0}}) drop_a = o;
+  REQUIRE(drop_a < s.options.size());
+  CHECK(s.options[drop_a] == stage_option{7, 12, 210, 0, 100});
+  // Dropping b (g re-run, reading the kept a): k's backward peaks at 320 (then 210), g re-makes b
+  // (310), h's backward makes b's gradient: 410, bo 190 (re-run at the start: b held through k's
+  // backward too, 420, bo 200). The recording forward holds a, b and c after h: fo 300 - 210.
+  for (std::size_t o = 0; o < s.options.size(); ++o)
+    if (lin.blocks[0].options[o] == remat::block_recompute{{2}, {1}})
+      CHECK(s.options[o] == stage_option{7, 9, 210, 90, 190});
+  // The least budget: B(0) counts a_0, g_1, the tape, g_0 and bo: 10 + 10 + 310 + 10 + 100 = 440
+  // plain, 10 + 10 + 210 + 10 + 100 = 340 dropping a (the start order: 440 again).
+  CHECK(remat::solve(plain.chain, 0).min_feasible_budget == 440);
+  CHECK(remat::solve(lin.chain, 0).min_feasible_budget == 340);
+  const remat::graph_solve_result r = remat::solve_graph(g, lin, 340);
+  REQUIRE(r.result.feasible);
+  CHECK(r.result.schedule.ops ==
+        std::vector<remat::op>{remat::f_all(0, static_cast<std::uint16_t>(drop_a)),
+                               remat::loss_op(1), remat::backward(0)});
+  CHECK(r.replay.peak_memory == 340);
+  // The costs are tight: the same schedule, its option's bo one byte smaller, is refused by the
+  // node-level check.
+  remat::linearization lower = lin;
+  lower.chain.stages[0].options[drop_a].backward_overhead -= 1;
+  CHECK_THROWS_AS(remat::solve_graph(g, lower, 339), std::logic_error);
 }
 
 TEST_CASE("block options: the enumeration is the brute-force Pareto set of replayed costs") {
@@ -226,11 +289,12 @@ TEST_CASE("block options: schedules picking options replay node by node within t
   std::mt19937_64 rng(4311);
   const remat::solver solvers[] = {remat::solver::optimal, remat::solver::checkpoint_only,
                                    remat::solver::min_memory, remat::solver::exhaustive};
-  std::size_t picked = 0, feasible = 0;
+  std::size_t picked = 0, feasible = 0, tight = 0, lower = 0, lowered_costs = 0;
   for (int trial = 0; trial < remat::testing::trials(500); ++trial) {
     const remat::graph g = remat::testing::random_graph(rng, {.min_nodes = 1, .max_nodes = 14});
     const remat::linearization lin = remat::linearize(g, {.block_options = true});
     const remat::linearization plain = remat::linearize(g);
+    remat::linearization lowered = lin;
     // Option 0 of every stage is the stage without options.
     for (std::size_t k = 0; k < lin.chain.stages.size(); ++k) {
       remat::stage s = lin.chain.stages[k];
@@ -244,6 +308,7 @@ TEST_CASE("block options: schedules picking options replay node by node within t
     const size_type least = remat::solve(lin.chain, 0).min_feasible_budget;
     const size_type least_plain = remat::solve(plain.chain, 0).min_feasible_budget;
     CHECK(least <= least_plain);
+    if (least < least_plain) ++lower;
     for (int draw = 0; draw < 3; ++draw) {
       const size_type budget = std::uniform_int_distribution<size_type>(least, most)(rng);
       for (const remat::solver s : solvers) {
@@ -259,8 +324,22 @@ TEST_CASE("block options: schedules picking options replay node by node within t
         CHECK(r.replay.peak_memory <= r.result.schedule.peak_memory);
         CHECK(std::fabs(r.replay.makespan - r.result.schedule.makespan) <=
               1e-9 * (1 + r.result.schedule.makespan));
-        for (const remat::op& o : r.result.schedule.ops)
-          if (o.option != 0) ++picked;
+        const bool picks = std::any_of(r.result.schedule.ops.begin(), r.result.schedule.ops.end(),
+                                       [](const remat::op& o) { return o.option != 0; });
+        picked += picks ? 1 : 0;
+        // Each picked option's backward overhead made one byte smaller: how often the chain
+        // then claims less than the node level holds (the check would fail).
+        for (const remat::op& o : r.result.schedule.ops) {
+          if (o.kind != remat::op_kind::forward_all || o.option == 0) continue;
+          remat::stage_option& c =
+              lowered.chain.stages[static_cast<std::size_t>(o.stage)].options[o.option];
+          if (c.backward_overhead == 0) continue;
+          c.backward_overhead -= 1;
+          const remat::replay_result less = remat::simulate(lowered.chain, r.result.schedule.ops);
+          c.backward_overhead += 1;
+          ++lowered_costs;
+          if (less.peak_memory < r.replay.peak_memory) ++tight;
+        }
       }
       // The optimal solver with options is never slower than without at the same budget.
       const remat::solve_result with = remat::solve(lin.chain, budget);
@@ -273,6 +352,11 @@ TEST_CASE("block options: schedules picking options replay node by node within t
   }
   CHECK(feasible > 100);
   CHECK(picked > 20);
+  // The re-runs just before their first backward reader lower the least budget of many graphs.
+  CHECK(lower > 20);
+  // The options' backward overheads are not loose: one byte less, and most schedules that pick
+  // an option would claim less than the node level holds.
+  CHECK(tight > lowered_costs / 2);
 }
 
 }  // namespace unit_block_options_test

@@ -24,11 +24,11 @@
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/detail/io/json_values.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -128,37 +128,21 @@ class field_reader {
     return *v;
   }
 
-  // A time: any JSON number; its sign and finiteness are remat::validate's to check.
+  // The file's error for a wrong value of `field`.
+  [[nodiscard]] auto error_at(std::string_view field) const {
+    return [this, f = prefix_ + std::string(field)](const std::string& rule) {
+      return chain_file_error(source_, stage_, f, rule);
+    };
+  }
+
   double time(std::string_view field, const json& v) const {
-    if (!v.is_number()) fail(field, std::string("must be a number (got ") + v.type_name() + ")");
-    return v.get<double>();
+    return time_value(v, error_at(field));
   }
-
-  // A size: a JSON integer up to 2^62. Negative integers are left to remat::validate.
   size_type size(std::string_view field, const json& v) const {
-    if (v.is_number_unsigned()) {
-      const auto u = v.get<std::uint64_t>();
-      if (u > static_cast<std::uint64_t>(max_size))
-        fail(field, "must be <= 2^62 (" + std::to_string(u) + ")");
-      return static_cast<size_type>(u);
-    }
-    if (v.is_number_integer()) return v.get<std::int64_t>();
-    if (v.is_number_float()) {
-      const double d = v.get<double>();
-      // Integer literals beyond 64 bits arrive as floats: report them as out of range.
-      if (d == std::floor(d) && std::fabs(d) >= 0x1p63)
-        fail(field, (d < 0 ? "must be >= 0 (" : "must be <= 2^62 (") + v.dump() + ")");
-      if (d == std::floor(d))
-        fail(field, "must be an integer (got " + v.dump() +
-                        "; write sizes without a fraction or exponent)");
-      fail(field, "must be an integer (got " + v.dump() + ")");
-    }
-    fail(field, std::string("must be an integer (got ") + v.type_name() + ")");
+    return size_value(v, error_at(field));
   }
-
   std::string string(std::string_view field, const json& v) const {
-    if (!v.is_string()) fail(field, std::string("must be a string (got ") + v.type_name() + ")");
-    return v.get<std::string>();
+    return string_value(v, error_at(field));
   }
 
   double optional_time(std::string_view field) const {

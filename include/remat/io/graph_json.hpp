@@ -78,29 +78,23 @@ class graph_fields {
     if (v == nullptr) fail(field, "missing (required)");
     return *v;
   }
+  // The file's error for a wrong value of `field`.
+  [[nodiscard]] auto error_at(std::string_view field) const {
+    return [this, f = at(field)](const std::string& rule) {
+      return graph_file_error(source_, f, rule);
+    };
+  }
   double time(std::string_view field) const {
     const json* v = find(field);
-    if (v == nullptr) return 0;
-    if (!v->is_number()) fail(field, std::string("must be a number (got ") + v->type_name() + ")");
-    return v->get<double>();
+    return v == nullptr ? 0 : time_value(*v, error_at(field));
   }
   size_type size(std::string_view field, bool needed = false) const {
     const json* v = needed ? &required(field) : find(field);
-    if (v == nullptr) return 0;
-    if (v->is_number_unsigned()) {
-      const auto u = v->get<std::uint64_t>();
-      if (u > static_cast<std::uint64_t>(max_size))
-        fail(field, "must be <= 2^62 (" + std::to_string(u) + ")");
-      return static_cast<size_type>(u);
-    }
-    if (v->is_number_integer()) return v->get<std::int64_t>();
-    fail(field, "must be an integer (got " + v->dump() + ")");
+    return v == nullptr ? 0 : size_value(*v, error_at(field));
   }
   std::string string(std::string_view field) const {
     const json* v = find(field);
-    if (v == nullptr) return {};
-    if (!v->is_string()) fail(field, std::string("must be a string (got ") + v->type_name() + ")");
-    return v->get<std::string>();
+    return v == nullptr ? std::string() : string_value(*v, error_at(field));
   }
   const json* array(std::string_view field) const {
     const json* v = find(field);

@@ -204,14 +204,16 @@ inline std::vector<stage> stages_of(const ::torch::nn::Sequential& seq) {
 
 /// The stages of a scripted `torch.nn.Sequential`, one per child, in order. Any other script
 /// module is refused: its forward need not be its children in order (a ResNet flattens between
-/// its pooling and its classifier); pass its pieces as a range instead.
+/// its pooling and its classifier); pass its pieces as a range instead, or cut its forward's
+/// graph with `split_script` (script.hpp).
 inline std::vector<stage> stages_of(const ::torch::jit::Module& seq) {
   const std::string type = seq.type()->name() ? seq.type()->name()->qualifiedName() : "?";
   if (type.find("torch.nn.modules.container.Sequential") == std::string::npos)
     throw model_error(model_error::no_stage,
                       "stages_of: the script module (" + type +
                           ") is not a torch.nn.Sequential, so its children need not be its "
-                          "forward in order; pass its pieces as a range of modules");
+                          "forward in order; pass its pieces as a range of modules, or cut "
+                          "its forward's graph with split_script (remat/torch/script.hpp)");
   std::vector<stage> out;
   for (const ::torch::jit::Module& child : seq.children()) out.push_back(stage_of(child));
   return out;

@@ -58,6 +58,16 @@ TEST_CASE("graph_json: malformed files name the place") {
              "g.json: nodes[0].forward_time: must be a number (got string)");
   read_fails(R"({"values": [{"size": 1.5}], "nodes": []})",
              "g.json: values[0].size: must be an integer (got 1.5)");
+  // The chain reader's checks of a size, word for word.
+  read_fails(R"({"values": [{"size": 4.0}], "nodes": []})",
+             "g.json: values[0].size: must be an integer (got 4.0; write sizes without a "
+             "fraction or exponent)");
+  read_fails(R"({"values": [{"size": 18446744073709551616}], "nodes": []})",
+             "g.json: values[0].size: must be <= 2^62 (1.8446744073709552e+19)");
+  read_fails(R"({"values": [{"size": 4611686018427387905}], "nodes": []})",
+             "g.json: values[0].size: must be <= 2^62 (4611686018427387905)");
+  read_fails(R"({"values": [{"size": 4, "name": 7}], "nodes": []})",
+             "g.json: values[0].name: must be a string (got number)");
   read_fails(R"({"values": [{"size": 1, "kind": "param"}], "nodes": []})",
              R"(g.json: values[0].kind: must be "input", "global" or "activation" (got "param"))");
   read_fails("{" + values + R"(, "nodes": [{"name": "a", "inputs": ["h"], "outputs": ["h"]}]})",

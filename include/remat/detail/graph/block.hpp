@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace remat::detail::graphs {
@@ -33,7 +35,7 @@ struct block_layout {
   //            it);
   //   grad_maker[v]: for v read in the block (the input aside), the last reader: its backward is
   //            the first to produce v's gradient.
-  std::vector<std::size_t> root, last_reader, tape_free, grad_maker;
+  std::vector<std::size_t> root, last_reader, grad_maker;
   std::vector<char> taped, has_grad;
   std::size_t output_root = 0;
   size_type tape = 0;  // xb: the taped roots and every node's internal bytes
@@ -62,7 +64,6 @@ inline block_layout layout_block(const graph& g, std::size_t first, std::size_t 
   b.output = g.nodes[end - 1].outputs.front();
   b.root.assign(nv, none);
   b.last_reader.assign(nv, none);
-  b.tape_free.assign(nv, none);
   b.grad_maker.assign(nv, none);
   b.taped.assign(nv, 0);
   b.has_grad.assign(nv, 0);
@@ -85,14 +86,9 @@ inline block_layout layout_block(const graph& g, std::size_t first, std::size_t 
   b.output_root = b.root[b.output];
   b.has_grad[b.output] = 1;
   b.taped[b.output_root] = 1;
-  b.tape_free[b.output_root] = first;
-  for (std::size_t j = end; j-- > first;) {
-    for (const std::size_t s : g.nodes[j].saved) {
-      if (!is_activation(g, s) || s == input) continue;
-      b.taped[b.root[s]] = 1;
-      b.tape_free[b.root[s]] = j;
-    }
-  }
+  for (std::size_t j = first; j < end; ++j)
+    for (const std::size_t s : g.nodes[j].saved)
+      if (is_activation(g, s) && s != input) b.taped[b.root[s]] = 1;
   for (std::size_t j = first; j < end; ++j) {
     for (const std::size_t o : g.nodes[j].outputs)
       if (b.root[o] == o && b.taped[o]) b.tape += g.values[o].size;
@@ -136,13 +132,95 @@ inline std::vector<step_bytes> forward_bytes(const graph& g, const block_layout&
   return out;
 }
 
-// The liveness sweep of the block's backward, nodes in reverse (the input's gradient g_k aside:
-// made at the backward's start, as the chain's B(k) makes it).
-inline std::vector<step_bytes> backward_bytes(const graph& g, const block_layout& b) {
-  std::vector<step_bytes> out;
+// One step of a block's backward: node `node`'s backward, or (`rerun`) a re-run of its forward
+// that rebuilds what an option's tape left out (block_options.hpp); `frees`: the buffers whose
+// last reader it is, freed at its end (taped roots, and values re-made by re-runs that no tape
+// holds).
+struct backward_step {
+  std::size_t node = none;
+  bool rerun = false;
+  std::vector<std::size_t> frees{};
+};
+
+// The re-runs (of `remaker`'s nodes, not yet `ran`) that make the values `wanted` the backward
+// does not hold, and recursively what those read, appended to `steps` in graph order.
+inline void append_reruns(const graph& g, const block_layout& b, const std::vector<char>& gone,
+                          const std::vector<std::size_t>& remaker, std::vector<char>& ran,
+                          const std::vector<std::size_t>& wanted,
+                          std::vector<backward_step>& steps) {
+  std::vector<std::size_t> stack(wanted.begin(), wanted.end()), pending;
+  while (!stack.empty()) {
+    const std::size_t v = stack.back();
+    stack.pop_back();
+    if (!is_activation(g, v) || v == b.input || (b.taped[b.root[v]] && !gone[b.root[v]])) continue;
+    const std::size_t j = remaker[v];
+    if (j == none)
+      throw std::logic_error("remat internal error: a block's backward reads value " +
+                             std::to_string(v) + ", which neither its tape nor its re-runs hold");
+    if (ran[j - b.first]) continue;
+    ran[j - b.first] = 1;
+    pending.push_back(j);
+    stack.insert(stack.end(), g.nodes[j].inputs.begin(), g.nodes[j].inputs.end());
+  }
+  std::sort(pending.begin(), pending.end());
+  for (const std::size_t j : pending) steps.push_back({j, true, {}});
+}
+
+// The steps of the block's backward when its recording forward left out the taped roots
+// `dropped` and the nodes `rerun` (one plain output each) may rebuild them: the nodes' backwards
+// in reverse, each preceded by the re-runs, in graph order, that make what it saves and the tape
+// lacks (and, recursively, what those read and nothing holds), so that each dropped value comes
+// back just before the first backward node that reads it. Every buffer is freed after its last
+// reader in that sequence (a backward node that saves it, a re-run that reads it), as autograd
+// frees; the output's root, when nothing reads it, at the end. With nothing dropped this is the
+// plain backward: each taped root freed by the backward of the first node that saves it.
+inline std::vector<backward_step> backward_order(const graph& g, const block_layout& b,
+                                                 const std::vector<std::size_t>& dropped,
+                                                 const std::vector<std::size_t>& rerun) {
+  const std::size_t nv = g.values.size();
+  std::vector<char> gone(nv, 0);
+  for (const std::size_t v : dropped) gone[v] = 1;
+  std::vector<std::size_t> remaker(nv, none);
+  for (const std::size_t j : rerun) remaker[g.nodes[j].outputs.front()] = j;
+  std::vector<char> ran(b.end - b.first, 0);
+  std::vector<backward_step> steps;
   for (std::size_t j = b.end; j-- > b.first;) {
+    append_reruns(g, b, gone, remaker, ran, g.nodes[j].saved, steps);
+    steps.push_back({j, false, {}});
+  }
+  std::vector<std::size_t> last(nv, none);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const graph_node& node = g.nodes[steps[i].node];
+    if (steps[i].rerun && last[node.outputs.front()] == none) last[node.outputs.front()] = i;
+    for (const std::size_t v : steps[i].rerun ? node.inputs : node.saved)
+      if (is_activation(g, v) && v != b.input) last[b.root[v]] = i;
+  }
+  for (std::size_t j = b.first; j < b.end; ++j)
+    for (const std::size_t o : g.nodes[j].outputs) {
+      if (b.root[o] != o || (!b.taped[o] && last[o] == none)) continue;
+      steps[last[o] == none ? steps.size() - 1 : last[o]].frees.push_back(o);
+    }
+  return steps;
+}
+
+// The liveness sweep of a backward's steps (the input's gradient g_k aside: made at the
+// backward's start, as the chain's B(k) makes it). A re-run makes its output and holds its
+// forward transient; a node's backward makes the gradients of the activations it is the last
+// reader of and frees its outputs' gradients and its internal bytes.
+inline std::vector<step_bytes> backward_bytes(const graph& g, const block_layout& b,
+                                              const std::vector<backward_step>& order) {
+  std::vector<step_bytes> out;
+  for (const backward_step& step : order) {
+    const std::size_t j = step.node;
     const graph_node& node = g.nodes[j];
     step_bytes s;
+    for (const std::size_t v : step.frees) s.frees += g.values[v].size;
+    if (step.rerun) {
+      s.makes = g.values[node.outputs.front()].size;
+      s.transient = node.forward_transient;
+      out.push_back(s);
+      continue;
+    }
     s.transient = node.backward_transient;
     std::vector<std::size_t> ins;
     for (const std::size_t v : node.inputs)
@@ -152,8 +230,6 @@ inline std::vector<step_bytes> backward_bytes(const graph& g, const block_layout
     for (const std::size_t v : ins) s.makes += g.values[v].size;
     for (const std::size_t o : node.outputs)
       if (b.has_grad[o]) s.frees += g.values[o].size;
-    for (std::size_t v = 0; v < b.root.size(); ++v)
-      if (b.root[v] == v && b.taped[v] && b.tape_free[v] == j) s.frees += g.values[v].size;
     s.frees += node.saved_internal;
     out.push_back(s);
   }
@@ -185,7 +261,8 @@ inline stage block_stage(const graph& g, const block_layout& b) {
   s.tape_size = b.tape;
   const size_type plain = sweep_peak(forward_bytes(g, b, false), 0);
   const size_type recording = sweep_peak(forward_bytes(g, b, true), 0);
-  const size_type backward = sweep_peak(backward_bytes(g, b), x_out + b.tape);
+  const size_type backward =
+      sweep_peak(backward_bytes(g, b, backward_order(g, b, {}, {})), x_out + b.tape);
   s.forward_overhead = std::max<size_type>(0, plain - x_out);
   const size_type fa = std::max<size_type>(0, recording - b.tape);
   if (fa != s.forward_overhead) s.recording_overhead = fa;

@@ -1,8 +1,8 @@
 // A block's options from its insides (docs/graphs.md, "Options from a block's insides"): which of
-// its taped values a recording forward keeps and which its backward recomputes first from what
-// was kept, each such choice costed by the liveness sweep of block.hpp, and the Pareto set of
-// them. The expansion of chain schedules (graph_simulate.hpp) runs the same recompute steps; its
-// replay checks these costs.
+// its taped values a recording forward keeps and which its backward recomputes from what was kept
+// (each just before the first backward node that reads it: block.hpp's backward_order), each such
+// choice costed by the liveness sweep of block.hpp, and the Pareto set of them. The expansion of
+// chain schedules (graph_simulate.hpp) runs the same steps; its replay checks these costs.
 #pragma once
 
 #include <remat/chain.hpp>
@@ -21,9 +21,9 @@ namespace remat {
 
 /// What an option of a graph's block leaves out of its tape (docs/graphs.md, "Options from a
 /// block's insides"): the values its recording forward frees instead of keeping (`dropped`,
-/// ascending), and the nodes its backward re-runs, in graph order, before the block's first
-/// backward node (`recompute`: the makers of the dropped values and of whatever those read that
-/// the tape does not hold). Plain autograd drops nothing.
+/// ascending), and the nodes its backward re-runs (`recompute`, in graph order: the makers of the
+/// dropped values and of whatever those read that the tape does not hold), each just before the
+/// first backward node that needs what it makes. Plain autograd drops nothing.
 struct block_recompute {
   std::vector<std::size_t> dropped;
   std::vector<std::size_t> recompute;
@@ -119,46 +119,13 @@ inline std::optional<std::vector<std::size_t>> recompute_nodes(
   return out;
 }
 
-// For each re-run node, the non-taped values whose last reader among the re-run nodes it is
-// (freed at its end; taped ones are the tape's again and freed by the backward as usual).
-inline std::vector<std::vector<std::size_t>> recompute_frees(const graph& g,
-                                                             const block_layout& b,
-                                                             const std::vector<std::size_t>& rerun) {
-  std::vector<std::size_t> last(g.values.size(), none);
-  for (std::size_t i = 0; i < rerun.size(); ++i)
-    for (const std::size_t v : g.nodes[rerun[i]].inputs)
-      if (is_activation(g, v) && v != b.input && !b.taped[v]) last[v] = i;
-  std::vector<std::vector<std::size_t>> frees(rerun.size());
-  for (std::size_t i = 0; i < rerun.size(); ++i)
-    for (const std::size_t v : g.nodes[rerun[i]].inputs)
-      if (is_activation(g, v) && v != b.input && !b.taped[v] && last[v] == i &&
-          !contains(frees[i], v))
-        frees[i].push_back(v);
-  return frees;
-}
-
-// The recompute steps' bytes (what the expansion's re-run steps make, hold and free).
-inline std::vector<step_bytes> recompute_bytes(const graph& g, const block_layout& b,
-                                               const std::vector<std::size_t>& rerun) {
-  const std::vector<std::vector<std::size_t>> frees = recompute_frees(g, b, rerun);
-  std::vector<step_bytes> out;
-  for (std::size_t i = 0; i < rerun.size(); ++i) {
-    const graph_node& node = g.nodes[rerun[i]];
-    step_bytes s;
-    s.makes = g.values[node.outputs.front()].size;
-    s.transient = node.forward_transient;
-    for (const std::size_t v : frees[i]) s.frees += g.values[v].size;
-    out.push_back(s);
-  }
-  return out;
-}
-
 // The costs of one option of the block whose layout is `b` (everything taped, as plain autograd
-// records it): `kept` is `b` with the dropped roots untaped (its `tape` reduced), `rerun` the
-// nodes its backward re-runs, `backward` the plain backward's steps.
+// records it): `kept` is `b` with the `dropped` roots untaped (its `tape` reduced), `rerun` the
+// nodes its backward re-runs, each just before the first backward node that needs what it makes
+// (backward_order).
 inline stage_option option_costs(const graph& g, const block_layout& b, const block_layout& kept,
-                                 const std::vector<std::size_t>& rerun,
-                                 const std::vector<step_bytes>& backward, double forward_time,
+                                 const std::vector<std::size_t>& dropped,
+                                 const std::vector<std::size_t>& rerun, double forward_time,
                                  double backward_time) {
   const size_type x_out = g.values[b.output].size;
   stage_option o;
@@ -168,9 +135,8 @@ inline stage_option option_costs(const graph& g, const block_layout& b, const bl
   o.tape_size = kept.tape;
   const size_type recording = sweep_peak(forward_bytes(g, kept, true), 0);
   o.forward_overhead = std::max<size_type>(0, recording - kept.tape);
-  std::vector<step_bytes> steps = recompute_bytes(g, b, rerun);
-  steps.insert(steps.end(), backward.begin(), backward.end());
-  const size_type peak = sweep_peak(steps, x_out + kept.tape);
+  const size_type peak =
+      sweep_peak(backward_bytes(g, b, backward_order(g, b, dropped, rerun)), x_out + kept.tape);
   o.backward_overhead = std::max<size_type>(0, peak - x_out - kept.tape);
   return o;
 }
@@ -205,7 +171,6 @@ inline std::vector<std::pair<stage_option, drop_plan>> block_options(const graph
   const std::vector<char> plain = plain_values(g, b);
   const std::vector<std::size_t> maker = makers(g, b);
   const std::vector<std::size_t> cands = droppable(g, b, plain, maker);
-  const std::vector<step_bytes> backward = backward_bytes(g, b);
   block_layout kept = b;
   std::vector<char> mask(g.values.size(), 0);
   std::vector<std::pair<stage_option, drop_plan>> front;
@@ -219,15 +184,14 @@ inline std::vector<std::pair<stage_option, drop_plan>> block_options(const graph
         kept.taped[v] = 0;
         kept.tape -= g.values[v].size;
       }
-      const stage_option o = option_costs(g, b, kept, *rerun, backward, fw, bw);
+      const stage_option o = option_costs(g, b, kept, dropped, *rerun, fw, bw);
       for (const std::size_t v : dropped) {
         kept.taped[v] = 1;
         kept.tape += g.values[v].size;
       }
       // Plain autograd (the first considered) stays whatever follows.
-      const bool beaten = std::any_of(front.begin(), front.end(), [&](const auto& f) {
-        return dominates(f.first, o);
-      });
+      const bool beaten = std::any_of(front.begin(), front.end(),
+                                      [&](const auto& f) { return dominates(f.first, o); });
       if (!beaten) {
         std::erase_if(front, [&](const auto& f) {
           return !f.second.dropped.empty() && dominates(o, f.first);
