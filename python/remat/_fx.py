@@ -29,6 +29,7 @@ output is its input or a view of it.
 
 from __future__ import annotations
 
+import dataclasses
 import dis
 import inspect
 import operator
@@ -177,14 +178,19 @@ class _Tracer(fx.Tracer):
     def create_arg(self, a):
         """fx makes every dict an immutable_dict: the classes of the dicts in the last value
         converted at the top level (the model's output, when the output node is made) are kept
-        in self.dict_types, by path (transformers' ModelOutput)."""
+        in self.dict_types, by path (transformers' ModelOutput). The model's output may also
+        hold dataclasses, which fx cannot carry: each becomes the dict of its fields, its class
+        kept the same way."""
+        classes = {}
+        if self.depth == 0 and sys._getframe(1).f_code is _TRACE_CODE:  # the output's value
+            a = _without_dataclasses(a, (), classes)
         self.depth += 1
         try:
             return super().create_arg(a)
         finally:
             self.depth -= 1
             if self.depth == 0:
-                self.dict_types = _dict_classes(a)
+                self.dict_types = {**_dict_classes(a), **classes}
 
     def create_node(self, kind, *args, **kwargs):
         node = super().create_node(kind, *args, **kwargs)
@@ -453,6 +459,24 @@ def bind(signature, args, kwargs):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and bound.arguments.get(name):
             _fail(f"forward takes *{name}: remat traces named parameters only; {_HOW}")
     return bound
+
+
+_TRACE_CODE = fx.Tracer.trace.__code__
+
+
+def _without_dataclasses(value, path, classes):
+    """value with each dataclass instance (not a dict's) in it, inside plain tuples, lists and
+    dicts, made the dict of its fields, and classes[path] its class."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, (type, dict)):
+        classes[path] = type(value)
+        return {f.name: _without_dataclasses(getattr(value, f.name), path + (f.name,), classes)
+                for f in dataclasses.fields(value) if f.init}
+    if type(value) in (tuple, list):
+        return type(value)(_without_dataclasses(v, path + (i,), classes)
+                           for i, v in enumerate(value))
+    if type(value) is dict:
+        return {k: _without_dataclasses(v, path + (k,), classes) for k, v in value.items()}
+    return value
 
 
 def _dict_classes(value, path=()):

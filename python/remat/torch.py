@@ -23,6 +23,7 @@ from __future__ import annotations
 import numbers
 import time
 import warnings
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -644,6 +645,8 @@ class _Step:
         self.outside = 0
         self.earlier = None  # the op's peak before its latest new parameter gradient, above base
         self.new_gradients = None  # remat._torch.NewGradients, where parameters have none
+        self.returned = lambda: None  # what the caller got (a weak reference)
+        self.output_in_tape = False  # whether that is the output of the tape t_L
 
     def input_of(self, k):
         return self.a[k] if self.a[k] is not None else self.t[k][1]
@@ -717,6 +720,7 @@ class _Run(torch.autograd.Function):
         step = _Step(owner, entry, x)
         step.schedule = schedule
         ctx.step = step
+        owner._started = step
         return owner._forward_part(step)
 
     @staticmethod
@@ -967,6 +971,8 @@ class Checkpointed(torch.nn.Module):
                 plan.min_feasible_budget)
         self.last = None
         y = _Run.apply(self, entry, schedule, x, self._probe)
+        self._started.returned = weakref.ref(y)
+        self._started = None
         return y if self.split is None else self.split.rebuild(y)
 
     def _measure(self, step, i, outside):
@@ -1018,6 +1024,7 @@ class Checkpointed(torch.nn.Module):
             step.a[L] = y.detach()
         else:
             y = step.t[L][1].detach()
+            step.output_in_tape = True
         m.reset_peak()
         return y
 
@@ -1057,8 +1064,13 @@ class Checkpointed(torch.nn.Module):
                     self._measure(step, i, step.residue)
                     if kind == "B" and k == L - 1:
                         # Autograd keeps the gradient it handed to _Run.backward until that
-                        # returns.
+                        # returns; and an output the caller still holds outlives the tape it
+                        # belonged to.
                         step.residue += step.engine_gradient_bytes
+                        held = step.returned() if step.output_in_tape else None
+                        if held is not None:
+                            step.residue += _nbytes(held)
+                            del held
                     step.outside = max(step.outside, step.residue)
         finally:
             gx = step.g[0]

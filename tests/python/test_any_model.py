@@ -10,6 +10,7 @@ REMAT_TEST_MODELS=all adds the slower torchvision models (convnext_tiny, swin_t,
 the default four (resnet50, densenet121, mobilenet_v3_large, efficientnet_b0)."""
 
 import copy
+import dataclasses
 import gc
 import os
 import unittest
@@ -123,6 +124,22 @@ class DictOut(torch.nn.Module):
         return {"logits": (x * mask).reshape(n, -1) * scale, "n": None}
 
 
+@dataclasses.dataclass
+class Prediction:
+    """A dataclass output (not a dict): its fields' values as the model made them."""
+    logits: torch.Tensor
+    classes: int = 4
+
+
+class DataclassOut(torch.nn.Module):
+    def __init__(self, dim=16):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(dim, dim), torch.nn.Linear(dim, 4)
+
+    def forward(self, x):
+        return Prediction(self.b(torch.tanh(self.a(x))))
+
+
 class Branchy(torch.nn.Module):
     """Python control flow on a tensor's value: fx cannot trace this module's code."""
 
@@ -219,6 +236,21 @@ class Tracing(unittest.TestCase):
         # Eval mode runs the model itself.
         m.eval()
         self.assertTrue(torch.equal(m(x, mask)["logits"], model(x, mask)["logits"]))
+
+    def test_a_dataclass_output_held_by_the_caller(self):
+        model, x = DataclassOut(), torch.randn(8, 16, requires_grad=True)
+        loss = lambda out: out.logits.pow(2).mean()  # noqa: E731
+        m = check_budgets(self, model, [x], loss=loss, expect_recompute=False)
+        # The caller keeps the output through its backward: the schedule's tape that held it is
+        # freed, its bytes are not, and are counted beside the schedule.
+        m.budget = "100%"
+        gc.collect()
+        y = m(x)
+        self.assertIsInstance(y, Prediction)
+        self.assertEqual(y.classes, 4)
+        loss(y).backward()
+        self.assertTrue(m.as_predicted, f"{m.op_peaks} != {m.expected_op_peaks}")
+        self.assertTrue(m.within_budget)
 
     def test_a_submodule_that_cannot_be_traced_is_kept_whole(self):
         model = WithBranchy()
