@@ -100,11 +100,17 @@ constexpr merged_points merge_points(branch_walk& w, size_type e, frontier_point
   const std::size_t nb = w.nb;
   const std::size_t nr = w.nr;
   const std::size_t nl = w.nl;
+  // In locals, kept in registers through the loop (the work counter too: the same additions).
+  const size_type shift = w.shift;
+  const size_type stop = w.stop;
+  const double forward = w.forward;
+  const double least = w.least;
+  const std::int32_t j = w.j;
   std::size_t ir = w.ir;
   std::size_t il = w.il;
   std::size_t ib = w.ib;
   size_type m = w.m;
-  while (ir + 1 < nr && R[ir + 1].m + w.shift <= m) ++ir;
+  while (ir + 1 < nr && R[ir + 1].m + shift <= m) ++ir;
   while (il + 1 < nl && Lf[il + 1].m <= m) ++il;
   while (ib < nb && best[ib].m < m) ++ib;
   merged_points r;
@@ -120,21 +126,23 @@ constexpr merged_points merge_points(branch_walk& w, size_type e, frontier_point
   const frontier_point none_point{};
   const frontier_point* const bp = nb > 0 ? best.data() : &none_point;
   std::size_t np = 0;
+  bool won = false;
+  double steps = work;
   while (true) {
-    const double v = (w.forward + R[ir].t) + Lf[il].t;
+    const double v = (forward + R[ir].t) + Lf[il].t;
     const bool wins = v < b;
     const double value = wins ? v : b;
-    emitted[np] = {m, value, wins ? w.j : bc};
+    emitted[np] = {m, value, wins ? j : bc};
     const bool lower = value < last;
     np += lower ? 1 : 0;
     last = lower ? value : last;
-    r.won = r.won || wins;
-    const size_type mr = ir + 1 < nr ? R[ir + 1].m + w.shift : none;
+    won = won || wins;
+    const size_type mr = ir + 1 < nr ? R[ir + 1].m + shift : none;
     const size_type ml = il + 1 < nl ? Lf[il + 1].m : none;
     const size_type mb = ib < nb ? best[ib].m : none;
     const size_type mn = std::min({mb, mr, ml});
-    work += 1;
-    if (mn >= w.stop || (!wins && b <= w.least)) {  // nothing left to win
+    steps += 1;
+    if (mn >= stop || (!wins && b <= least)) {  // nothing left to win
       r.done = true;
       break;
     }
@@ -149,6 +157,8 @@ constexpr merged_points merge_points(branch_walk& w, size_type e, frontier_point
     ib += take ? 1 : 0;
   }
   r.np = np;
+  r.won = won;
+  work = steps;
   w.ir = ir;
   w.il = il;
   w.ib = ib;
