@@ -207,17 +207,29 @@ class offload_spine {
     return v;
   }
 
-  // The least branch of a cell so far (ties to the one considered first), and its choice.
-  struct least_branch {
-    double value = infinite_time;
-    std::int32_t choice = -1;
-    void consider(double v, std::int32_t j, bool offloaded, bool overlapped) {
-      if (v < value) {
-        value = v;
-        choice = spine_choice::encode(j, offloaded, overlapped);
-      }
+  // The tape branch of spine cell (i, L, m): F_all(i), the spine cell of i + 1 holding t_{i+1},
+  // B(i); the item kept, or offloaded during F_all(i) and prefetched back for B(i).
+  template <class Consider>
+  [[gnu::always_inline]] inline void tape_branch(std::int32_t i, size_type m,
+                                                 const item_moves& moves,
+                                                 Consider& consider) const {
+    const size_type s = moves.s;
+    const tape_option& recorded = spine_option(md_, i);
+    const double fw = recorded.fw;
+    const double bw = recorded.bw;
+    const size_type xb1 = recorded.xb;
+    if (m < tape_ops_memory(md_, i, L_, recorded) || m < xb1) return;
+    const double rest = value(i + 1, tensor_kind::tape, m - xb1);
+    if (rest < infinite_time) consider(fw + bw + rest, 0, false, false);
+    if (!moves.transfers) return;
+    const size_type below = child_m(m, s, xb1);
+    const double r = value(i + 1, tensor_kind::tape, below);
+    if (r < infinite_time) {
+      const double stall = std::max(0.0, moves.out_time - fw);
+      consider(fw + stall + r + prefetch_cost(i + 1, below, s, moves.in_time) + bw, 0, true,
+               overlaps(i + 1, below, s));
     }
-  };
+  }
 
   void fill(std::int32_t i, tensor_kind kind, size_type m) {
     const std::size_t cell = at(i, kind, m);
@@ -226,42 +238,28 @@ class offload_spine {
       choice_[cell] = value_[cell] < infinite_time ? 0 : -1;
       return;
     }
+    // The item's transfers, and the running least, as locals: the loops keep them in registers.
     const item_moves moves = moves_of(i, kind);
-    least_branch best;
-    tape_branch(i, m, moves, best);
-    // The checkpoint branches need F_ck(i)'s peak.
-    if (md_.x[idx(i + 1)] + md_.ft[idx(i)] <= m) checkpoint_branches(i, m, moves, best);
-    value_[cell] = best.value;
-    choice_[cell] = best.choice;
-  }
-
-  // The tape branch: F_all(i), the spine cell of i + 1 holding t_{i+1}, B(i); the item kept, or
-  // offloaded during F_all(i) and prefetched back for B(i).
-  void tape_branch(std::int32_t i, size_type m, const item_moves& moves, least_branch& best) const {
-    const tape_option& recorded = spine_option(md_, i);
-    const double fw = recorded.fw;
-    const double bw = recorded.bw;
-    const size_type xb1 = recorded.xb;
-    if (m < tape_ops_memory(md_, i, L_, recorded) || m < xb1) return;
-    const double rest = value(i + 1, tensor_kind::tape, m - xb1);
-    if (rest < infinite_time) best.consider(fw + bw + rest, 0, false, false);
-    if (!moves.transfers) return;
-    const size_type below = child_m(m, moves.s, xb1);
-    const double r = value(i + 1, tensor_kind::tape, below);
-    if (r < infinite_time) {
-      const double stall = std::max(0.0, moves.out_time - fw);
-      best.consider(fw + stall + r + prefetch_cost(i + 1, below, moves.s, moves.in_time) + bw, 0,
-                    true, overlaps(i + 1, below, moves.s));
-    }
-  }
-
-  // The checkpoint branches: F_ck(i), F_none(i+1 .. j-1), the spine cell of j holding a_j, then
-  // the interval (i, j-1) holding a_i; the item kept, or offloaded (waited for before the first
-  // forward that needs its memory) and prefetched back.
-  void checkpoint_branches(std::int32_t i, size_type m, const item_moves& moves,
-                           least_branch& best) const {
     const size_type s = moves.s;
     const bool transfers = moves.transfers;
+    const double out_time = moves.out_time;
+    const double in_time = moves.in_time;
+    double best = infinite_time;
+    std::int32_t choice = -1;
+    auto consider = [&](double v, std::int32_t j, bool offloaded, bool overlapped) {
+      if (v < best) {
+        best = v;
+        choice = spine_choice::encode(j, offloaded, overlapped);
+      }
+    };
+    tape_branch(i, m, moves, consider);
+    // The checkpoint branches: F_ck(i), F_none(i+1 .. j-1), the spine cell of j holding a_j, then
+    // the interval (i, j-1) holding a_i; none where F_ck(i)'s peak does not fit.
+    if (md_.x[idx(i + 1)] + md_.ft[idx(i)] > m) {
+      value_[cell] = best;
+      choice_[cell] = choice;
+      return;
+    }
     double forward = 0;
     size_type forwards = 0;
     bool kept_fits = true;     // every forward so far fits m (no offload needed)
@@ -285,18 +283,20 @@ class offload_spine {
       if (!(left < infinite_time)) continue;
       if (kept_fits && m >= xj && forwards <= m) {
         const double right = value(j, tensor_kind::activation, m - xj);
-        if (right < infinite_time) best.consider(forward + right + left, j, false, false);
+        if (right < infinite_time) consider(forward + right + left, j, false, false);
       }
       if (transfers && offload_fits && m + s >= xj) {
         const size_type below = child_m(m, s, xj);
         const double right = value(j, tensor_kind::activation, below);
         if (right < infinite_time) {
-          const double stall = std::max(0.0, moves.out_time - (wait_at < 0 ? forward : wait_at));
-          best.consider(forward + stall + right + prefetch_cost(j, below, s, moves.in_time) + left,
-                        j, true, overlaps(j, below, s));
+          const double stall = std::max(0.0, out_time - (wait_at < 0 ? forward : wait_at));
+          consider(forward + stall + right + prefetch_cost(j, below, s, in_time) + left, j, true,
+                   overlaps(j, below, s));
         }
       }
     }
+    value_[cell] = best;
+    choice_[cell] = choice;
   }
 
   const model& md_;
