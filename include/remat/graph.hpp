@@ -175,6 +175,219 @@ inline bool contains(const std::vector<std::size_t>& xs, std::size_t x) {
   return false;
 }
 
+[[noreturn]] inline void node_fail(const graph& g, std::size_t n, std::size_t v,
+                                   const std::string& rule) {
+  throw graph_error(n, v, node_label(g, n) + ": " + rule);
+}
+[[noreturn]] inline void value_fail(const graph& g, std::size_t v, const std::string& rule) {
+  throw graph_error(graph_error::none, v, value_label(g, v) + ": " + rule);
+}
+[[noreturn]] inline void graph_fail(const std::string& rule) {
+  throw graph_error(graph_error::none, graph_error::none, rule);
+}
+
+// The values' sizes and kinds, exactly one input, and the loss's time and overhead.
+inline void validate_values(const graph& g) {
+  std::size_t inputs = 0;
+  for (std::size_t v = 0; v < g.values.size(); ++v) {
+    const graph_value& x = g.values[v];
+    if (x.size < 0) value_fail(g, v, "size must be >= 0 (" + std::to_string(x.size) + ")");
+    if (x.size > max_size)
+      value_fail(g, v, "size must be <= 2^62 (" + std::to_string(x.size) + ")");
+    if (x.kind != value_kind::input && x.kind != value_kind::global &&
+        x.kind != value_kind::activation)
+      value_fail(g, v, "kind is none of input, global, activation");
+    if (x.kind == value_kind::input && ++inputs > 1) value_fail(g, v, "a second input value");
+  }
+  if (inputs == 0) graph_fail("graph: no input value");
+  if (!(g.loss_time - g.loss_time == 0) || g.loss_time < 0)
+    graph_fail("graph: loss_time must be finite and >= 0");
+  if (g.loss_overhead < 0 || g.loss_overhead > max_size)
+    graph_fail("graph: loss_overhead must be in 0..2^62");
+}
+
+// What `validate` knows of the values as it goes through the nodes in order.
+struct graph_check {
+  static constexpr std::size_t unmade = static_cast<std::size_t>(-1);
+  const graph& g;
+  std::vector<std::size_t> maker;           // per value: the first node listing it as an output
+  std::vector<std::size_t> overwritten_by;  // per value: the last node writing it in place
+  std::vector<char> saved_somewhere;
+
+  explicit graph_check(const graph& gr)
+      : g(gr),
+        maker(gr.values.size(), unmade),
+        overwritten_by(gr.values.size(), unmade),
+        saved_somewhere(gr.values.size(), 0) {
+    for (std::size_t n = 0; n < g.nodes.size(); ++n)
+      for (const std::size_t v : g.nodes[n].outputs)
+        if (v < g.values.size() && maker[v] == unmade) maker[v] = n;
+  }
+
+  void known(std::size_t n, std::size_t v, const char* role) const {
+    if (v >= g.values.size())
+      node_fail(g, n, v,
+                std::string(role) + " value " + std::to_string(v) + ", which does not exist (" +
+                    std::to_string(g.values.size()) + " values)");
+  }
+
+  // Node n's times and sizes, and that it makes something.
+  void costs(std::size_t n) const {
+    const graph_node& node = g.nodes[n];
+    auto check_size = [&](size_type s, const char* field) {
+      if (s < 0 || s > max_size)
+        node_fail(g, n, graph_error::none,
+                  std::string(field) + " must be in 0..2^62 (" + std::to_string(s) + ")");
+    };
+    auto check_time = [&](double t, const char* field) {
+      if (!(t - t == 0) || t < 0)
+        node_fail(g, n, graph_error::none,
+                  std::string(field) + " must be finite and >= 0 (" + std::to_string(t) + ")");
+    };
+    check_time(node.forward_time, "forward_time");
+    check_time(node.backward_time, "backward_time");
+    check_size(node.forward_transient, "forward_transient");
+    check_size(node.backward_transient, "backward_transient");
+    check_size(node.saved_internal, "saved_internal");
+    if (node.outputs.empty()) node_fail(g, n, graph_error::none, "makes no value");
+  }
+
+  // Node n reads only values made before it, and none overwritten in place.
+  void reads(std::size_t n) const {
+    for (const std::size_t v : g.nodes[n].inputs) {
+      known(n, v, "reads");
+      if (g.values[v].kind == value_kind::activation) {
+        if (maker[v] == unmade)
+          node_fail(g, n, v, "reads " + value_label(g, v) + ", which no node makes");
+        if (maker[v] >= n)
+          node_fail(g, n, v,
+                    "reads " + value_label(g, v) + ", which " +
+                        (maker[v] == n ? std::string("it makes itself")
+                                       : node_label(g, maker[v]) + " makes later") +
+                        " (the nodes must be in an order where makers come first; a cycle has "
+                        "none)");
+      }
+      if (overwritten_by[v] != unmade)
+        node_fail(g, n, v,
+                  "reads " + value_label(g, v) + ", which " + node_label(g, overwritten_by[v]) +
+                      " overwrote in place");
+    }
+  }
+
+  // Node n makes activations no other node makes, each listed once.
+  void makes(std::size_t n) const {
+    const graph_node& node = g.nodes[n];
+    for (std::size_t i = 0; i < node.outputs.size(); ++i) {
+      const std::size_t v = node.outputs[i];
+      known(n, v, "makes");
+      if (g.values[v].kind != value_kind::activation)
+        node_fail(g, n, v,
+                  "makes " + value_label(g, v) + ", which is " +
+                      (g.values[v].kind == value_kind::input ? "the graph's input" : "a global") +
+                      " (no node makes one)");
+      if (maker[v] != n)
+        node_fail(
+            g, n, v,
+            "makes " + value_label(g, v) + ", which " + node_label(g, maker[v]) + " makes already");
+      for (std::size_t j = 0; j < i; ++j)
+        if (node.outputs[j] == v)
+          node_fail(g, n, v, "lists output " + value_label(g, v) + " twice");
+    }
+  }
+
+  // Node n saves only its inputs and outputs.
+  void saves(std::size_t n) {
+    const graph_node& node = g.nodes[n];
+    for (const std::size_t v : node.saved) {
+      known(n, v, "saves");
+      if (!contains(node.inputs, v) && !contains(node.outputs, v))
+        node_fail(g, n, v,
+                  "saves " + value_label(g, v) + ", which is neither its input nor its output");
+      saved_somewhere[v] = 1;
+    }
+  }
+
+  // Node n's in-place outputs: each an output of it aliasing an activation among its inputs of
+  // the same size, no output or input twice.
+  void in_place(std::size_t n) const {
+    const graph_node& node = g.nodes[n];
+    for (std::size_t i = 0; i < node.in_place.size(); ++i) {
+      const in_place_output& a = node.in_place[i];
+      known(n, a.output, "aliases from");
+      known(n, a.input, "aliases to");
+      if (!contains(node.outputs, a.output))
+        node_fail(g, n, a.output,
+                  "in-place output " + value_label(g, a.output) + " is not its output");
+      if (!contains(node.inputs, a.input))
+        node_fail(g, n, a.input,
+                  "writes in place into " + value_label(g, a.input) + ", which is not its input");
+      if (g.values[a.input].kind != value_kind::activation)
+        node_fail(
+            g, n, a.input,
+            "writes in place into " + value_label(g, a.input) + ", which is " +
+                (g.values[a.input].kind == value_kind::input ? "the graph's input" : "a global"));
+      if (g.values[a.input].size != g.values[a.output].size)
+        node_fail(g, n, a.output,
+                  "in-place output " + value_label(g, a.output) + " has size " +
+                      std::to_string(g.values[a.output].size) + ", not that of " +
+                      value_label(g, a.input) + " (" + std::to_string(g.values[a.input].size) +
+                      ")");
+      for (std::size_t j = 0; j < i; ++j) {
+        if (node.in_place[j].output == a.output)
+          node_fail(g, n, a.output,
+                    "in-place output " + value_label(g, a.output) + " aliases twice");
+        if (node.in_place[j].input == a.input)
+          node_fail(g, n, a.input, "writes in place into " + value_label(g, a.input) + " twice");
+      }
+    }
+  }
+
+  // Node n, after the nodes before it.
+  void node(std::size_t n) {
+    costs(n);
+    reads(n);
+    makes(n);
+    saves(n);
+    in_place(n);
+    for (const in_place_output& a : g.nodes[n].in_place) overwritten_by[a.input] = n;
+  }
+
+  // Saved values must keep their bytes until their backward: none may be overwritten in place.
+  void saved_kept() const {
+    for (std::size_t v = 0; v < g.values.size(); ++v)
+      if (saved_somewhere[v] && overwritten_by[v] != unmade)
+        node_fail(g, overwritten_by[v], v,
+                  "writes in place into " + value_label(g, v) +
+                      ", which a node's backward reads (saved)");
+  }
+};
+
+// Every figure derived from the graph (a block's tape, peaks with gradients and transients, the
+// chain's totals) is at most three times the activations' bytes (value, tape copy, gradient)
+// plus the internal bytes and the largest transient: that must fit a signed 64-bit integer.
+inline void validate_total_memory(const graph& g) {
+  size_type total = 0, largest = g.loss_overhead;
+  bool overflow = false;
+  auto add = [&](size_type v) {
+    if (total > std::numeric_limits<size_type>::max() - v)
+      overflow = true;
+    else
+      total += v;
+  };
+  for (const graph_value& x : g.values)
+    if (x.kind != value_kind::global)
+      for (int i = 0; i < 3; ++i) add(x.size);
+  for (const graph_node& node : g.nodes) {
+    add(node.saved_internal);
+    largest = std::max({largest, node.forward_transient, node.backward_transient});
+  }
+  add(largest);
+  if (overflow)
+    graph_fail(
+        "graph: the graph's total memory (three times the activations' bytes, the internal bytes "
+        "and the largest transient) overflows 64 bits");
+}
+
 }  // namespace detail
 
 /// Checks `g` against docs/graphs.md; throws `graph_error` naming the first offending node or
@@ -188,173 +401,18 @@ inline bool contains(const std::vector<std::size_t>& xs, std::size_t x) {
 /// and no node saves (its bytes change under its readers' backward); the last node has exactly
 /// one output; the graph's total memory fits 64 bits.
 inline void validate(const graph& g) {
-  auto node_fail = [&](std::size_t n, std::size_t v, const std::string& rule) {
-    throw graph_error(n, v, detail::node_label(g, n) + ": " + rule);
-  };
-  auto value_fail = [&](std::size_t v, const std::string& rule) {
-    throw graph_error(graph_error::none, v, detail::value_label(g, v) + ": " + rule);
-  };
-  if (g.nodes.empty()) throw graph_error(graph_error::none, graph_error::none, "graph: no nodes");
-  std::size_t inputs = 0;
-  for (std::size_t v = 0; v < g.values.size(); ++v) {
-    const graph_value& x = g.values[v];
-    if (x.size < 0) value_fail(v, "size must be >= 0 (" + std::to_string(x.size) + ")");
-    if (x.size > max_size) value_fail(v, "size must be <= 2^62 (" + std::to_string(x.size) + ")");
-    if (x.kind != value_kind::input && x.kind != value_kind::global &&
-        x.kind != value_kind::activation)
-      value_fail(v, "kind is none of input, global, activation");
-    if (x.kind == value_kind::input && ++inputs > 1) value_fail(v, "a second input value");
-  }
-  if (inputs == 0) throw graph_error(graph_error::none, graph_error::none, "graph: no input value");
-  if (!(g.loss_time - g.loss_time == 0) || g.loss_time < 0)
-    throw graph_error(graph_error::none, graph_error::none,
-                      "graph: loss_time must be finite and >= 0");
-  if (g.loss_overhead < 0 || g.loss_overhead > max_size)
-    throw graph_error(graph_error::none, graph_error::none,
-                      "graph: loss_overhead must be in 0..2^62");
-
-  constexpr std::size_t unmade = static_cast<std::size_t>(-1);
-  std::vector<std::size_t> maker(g.values.size(), unmade);
-  for (std::size_t n = 0; n < g.nodes.size(); ++n)
-    for (const std::size_t v : g.nodes[n].outputs)
-      if (v < g.values.size() && maker[v] == unmade) maker[v] = n;
-  std::vector<std::size_t> overwritten_by(g.values.size(), unmade);
-  std::vector<char> saved_somewhere(g.values.size(), 0);
-
-  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
-    const graph_node& node = g.nodes[n];
-    auto check_known = [&](std::size_t v, const char* role) {
-      if (v >= g.values.size())
-        node_fail(n, v,
-                  std::string(role) + " value " + std::to_string(v) + ", which does not exist (" +
-                      std::to_string(g.values.size()) + " values)");
-    };
-    auto check_size = [&](size_type s, const char* field) {
-      if (s < 0 || s > max_size)
-        node_fail(n, graph_error::none,
-                  std::string(field) + " must be in 0..2^62 (" + std::to_string(s) + ")");
-    };
-    auto check_time = [&](double t, const char* field) {
-      if (!(t - t == 0) || t < 0)
-        node_fail(n, graph_error::none,
-                  std::string(field) + " must be finite and >= 0 (" + std::to_string(t) + ")");
-    };
-    check_time(node.forward_time, "forward_time");
-    check_time(node.backward_time, "backward_time");
-    check_size(node.forward_transient, "forward_transient");
-    check_size(node.backward_transient, "backward_transient");
-    check_size(node.saved_internal, "saved_internal");
-    if (node.outputs.empty()) node_fail(n, graph_error::none, "makes no value");
-    for (const std::size_t v : node.inputs) {
-      check_known(v, "reads");
-      if (g.values[v].kind == value_kind::activation) {
-        if (maker[v] == unmade)
-          node_fail(n, v, "reads " + detail::value_label(g, v) + ", which no node makes");
-        if (maker[v] >= n)
-          node_fail(n, v,
-                    "reads " + detail::value_label(g, v) + ", which " +
-                        (maker[v] == n ? std::string("it makes itself")
-                                       : detail::node_label(g, maker[v]) + " makes later") +
-                        " (the nodes must be in an order where makers come first; a cycle has "
-                        "none)");
-      }
-      if (overwritten_by[v] != unmade)
-        node_fail(n, v,
-                  "reads " + detail::value_label(g, v) + ", which " +
-                      detail::node_label(g, overwritten_by[v]) + " overwrote in place");
-    }
-    for (std::size_t i = 0; i < node.outputs.size(); ++i) {
-      const std::size_t v = node.outputs[i];
-      check_known(v, "makes");
-      if (g.values[v].kind != value_kind::activation)
-        node_fail(n, v,
-                  "makes " + detail::value_label(g, v) + ", which is " +
-                      (g.values[v].kind == value_kind::input ? "the graph's input"
-                                                             : "a global") +
-                      " (no node makes one)");
-      if (maker[v] != n)
-        node_fail(n, v,
-                  "makes " + detail::value_label(g, v) + ", which " +
-                      detail::node_label(g, maker[v]) + " makes already");
-      for (std::size_t j = 0; j < i; ++j)
-        if (node.outputs[j] == v)
-          node_fail(n, v, "lists output " + detail::value_label(g, v) + " twice");
-    }
-    for (const std::size_t v : node.saved) {
-      check_known(v, "saves");
-      if (!detail::contains(node.inputs, v) && !detail::contains(node.outputs, v))
-        node_fail(n, v,
-                  "saves " + detail::value_label(g, v) + ", which is neither its input nor its "
-                                                         "output");
-      saved_somewhere[v] = 1;
-    }
-    for (std::size_t i = 0; i < node.in_place.size(); ++i) {
-      const in_place_output& a = node.in_place[i];
-      check_known(a.output, "aliases from");
-      check_known(a.input, "aliases to");
-      if (!detail::contains(node.outputs, a.output))
-        node_fail(n, a.output,
-                  "in-place output " + detail::value_label(g, a.output) + " is not its output");
-      if (!detail::contains(node.inputs, a.input))
-        node_fail(n, a.input,
-                  "writes in place into " + detail::value_label(g, a.input) +
-                      ", which is not its input");
-      if (g.values[a.input].kind != value_kind::activation)
-        node_fail(n, a.input,
-                  "writes in place into " + detail::value_label(g, a.input) + ", which is " +
-                      (g.values[a.input].kind == value_kind::input ? "the graph's input"
-                                                                   : "a global"));
-      if (g.values[a.input].size != g.values[a.output].size)
-        node_fail(n, a.output,
-                  "in-place output " + detail::value_label(g, a.output) + " has size " +
-                      std::to_string(g.values[a.output].size) + ", not that of " +
-                      detail::value_label(g, a.input) + " (" +
-                      std::to_string(g.values[a.input].size) + ")");
-      for (std::size_t j = 0; j < i; ++j) {
-        if (node.in_place[j].output == a.output)
-          node_fail(n, a.output,
-                    "in-place output " + detail::value_label(g, a.output) + " aliases twice");
-        if (node.in_place[j].input == a.input)
-          node_fail(n, a.input,
-                    "writes in place into " + detail::value_label(g, a.input) + " twice");
-      }
-    }
-    for (const in_place_output& a : node.in_place) overwritten_by[a.input] = n;
-  }
-  // Saved values must keep their bytes until their backward: none may be overwritten in place.
-  for (std::size_t v = 0; v < g.values.size(); ++v)
-    if (saved_somewhere[v] && overwritten_by[v] != unmade)
-      node_fail(overwritten_by[v], v,
-                "writes in place into " + detail::value_label(g, v) +
-                    ", which a node's backward reads (saved)");
-  // Every figure derived from the graph (a block's tape, peaks with gradients and transients, the
-  // chain's totals) is at most three times the activations' bytes (value, tape copy, gradient)
-  // plus the internal bytes and the largest transient: that must fit a signed 64-bit integer.
-  {
-    size_type total = 0, largest = g.loss_overhead;
-    bool overflow = false;
-    auto add = [&](size_type v) {
-      if (total > std::numeric_limits<size_type>::max() - v) overflow = true;
-      else total += v;
-    };
-    for (const graph_value& x : g.values)
-      if (x.kind != value_kind::global)
-        for (int i = 0; i < 3; ++i) add(x.size);
-    for (const graph_node& node : g.nodes) {
-      add(node.saved_internal);
-      largest = std::max({largest, node.forward_transient, node.backward_transient});
-    }
-    add(largest);
-    if (overflow)
-      throw graph_error(graph_error::none, graph_error::none,
-                        "graph: the graph's total memory (three times the activations' bytes, "
-                        "the internal bytes and the largest transient) overflows 64 bits");
-  }
+  if (g.nodes.empty()) detail::graph_fail("graph: no nodes");
+  detail::validate_values(g);
+  detail::graph_check check(g);
+  for (std::size_t n = 0; n < g.nodes.size(); ++n) check.node(n);
+  check.saved_kept();
+  detail::validate_total_memory(g);
   const graph_node& last = g.nodes.back();
   if (last.outputs.size() != 1)
-    node_fail(g.nodes.size() - 1, graph_error::none,
-              "the last node must make exactly one value, the one the loss reads (it makes " +
-                  std::to_string(last.outputs.size()) + ")");
+    detail::node_fail(g, g.nodes.size() - 1, graph_error::none,
+                      "the last node must make exactly one value, the one the loss reads (it "
+                      "makes " +
+                          std::to_string(last.outputs.size()) + ")");
 }
 
 }  // namespace remat

@@ -173,6 +173,51 @@ class field_reader {
   const json& obj_;
 };
 
+// Stage k's "options" (docs/model.md, "Several options per stage"): the ways to run F_all and B.
+inline void read_stage_options(const std::string& source, std::size_t k, const field_reader& r,
+                               const json& options, stage& st) {
+  if (!options.is_array())
+    r.fail("options", std::string("must be an array (got ") + options.type_name() + ")");
+  for (std::size_t o = 0; o < options.size(); ++o) {
+    const std::string prefix = "options[" + std::to_string(o) + "].";
+    const json& p = options[o];
+    if (!p.is_object())
+      throw chain_file_error(source, k, prefix.substr(0, prefix.size() - 1),
+                             std::string("must be an object (got ") + p.type_name() + ")");
+    const field_reader q(source, k, prefix, p);
+    stage_option opt;
+    opt.forward_time = q.time("forward_time", q.required("forward_time"));
+    opt.backward_time = q.time("backward_time", q.required("backward_time"));
+    opt.tape_size = q.size("tape_size", q.required("tape_size"));
+    opt.forward_overhead = q.optional_size("forward_overhead");
+    opt.backward_overhead = q.optional_size("backward_overhead");
+    st.options.push_back(opt);
+  }
+}
+
+// Stage k of "stages", and its name (empty where it has none).
+inline stage read_stage(const std::string& source, std::size_t k, const json& s,
+                        std::string& name) {
+  if (!s.is_object())
+    throw chain_file_error(source, k, "",
+                           std::string("must be an object (got ") + s.type_name() + ")");
+  const field_reader r(source, k, "", s);
+  stage st;
+  st.forward_time = r.time("forward_time", r.required("forward_time"));
+  st.backward_time = r.time("backward_time", r.required("backward_time"));
+  st.output_size = r.size("output_size", r.required("output_size"));
+  st.tape_size = r.size("tape_size", r.required("tape_size"));
+  st.forward_overhead = r.optional_size("forward_overhead");
+  st.backward_overhead = r.optional_size("backward_overhead");
+  // An extension of chain-format.md (docs/recording-overhead.md): absent, it is the
+  // forward_overhead.
+  if (const json* v = r.find("recording_overhead"))
+    st.recording_overhead = r.size("recording_overhead", *v);
+  if (const json* options = r.find("options")) read_stage_options(source, k, r, *options, st);
+  name = r.optional_string("name");
+  return st;
+}
+
 inline chain_file from_document(const json& doc, const std::string& source) {
   if (!doc.is_object())
     throw chain_file_error(source, chain_file_error::no_stage, "",
@@ -211,44 +256,9 @@ inline chain_file from_document(const json& doc, const std::string& source) {
   out.chain.stages.reserve(stages.size());
   out.stage_names.reserve(stages.size());
   for (std::size_t k = 0; k < stages.size(); ++k) {
-    const json& s = stages[k];
-    if (!s.is_object())
-      throw chain_file_error(source, k, "",
-                             std::string("must be an object (got ") + s.type_name() + ")");
-    const field_reader r(source, k, "", s);
-    stage st;
-    st.forward_time = r.time("forward_time", r.required("forward_time"));
-    st.backward_time = r.time("backward_time", r.required("backward_time"));
-    st.output_size = r.size("output_size", r.required("output_size"));
-    st.tape_size = r.size("tape_size", r.required("tape_size"));
-    st.forward_overhead = r.optional_size("forward_overhead");
-    st.backward_overhead = r.optional_size("backward_overhead");
-    // An extension of chain-format.md (docs/recording-overhead.md): absent, it is the
-    // forward_overhead.
-    if (const json* v = r.find("recording_overhead"))
-      st.recording_overhead = r.size("recording_overhead", *v);
-    // An extension (docs/model.md, "Several options per stage"): the ways to run F_all and B.
-    if (const json* options = r.find("options")) {
-      if (!options->is_array())
-        r.fail("options", std::string("must be an array (got ") + options->type_name() + ")");
-      for (std::size_t o = 0; o < options->size(); ++o) {
-        const std::string prefix = "options[" + std::to_string(o) + "].";
-        const json& p = (*options)[o];
-        if (!p.is_object())
-          throw chain_file_error(source, k, prefix.substr(0, prefix.size() - 1),
-                                 std::string("must be an object (got ") + p.type_name() + ")");
-        const field_reader q(source, k, prefix, p);
-        stage_option opt;
-        opt.forward_time = q.time("forward_time", q.required("forward_time"));
-        opt.backward_time = q.time("backward_time", q.required("backward_time"));
-        opt.tape_size = q.size("tape_size", q.required("tape_size"));
-        opt.forward_overhead = q.optional_size("forward_overhead");
-        opt.backward_overhead = q.optional_size("backward_overhead");
-        st.options.push_back(opt);
-      }
-    }
-    out.stage_names.push_back(r.optional_string("name"));
-    out.chain.stages.push_back(st);
+    std::string name;
+    out.chain.stages.push_back(read_stage(source, k, stages[k], name));
+    out.stage_names.push_back(std::move(name));
   }
 
   // The value rules (empty chain, signs, finiteness, tape >= output, totals) are the model's.

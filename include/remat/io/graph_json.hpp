@@ -109,6 +109,77 @@ class graph_fields {
   const json& obj_;
 };
 
+// The values' names, for the nodes' references to them. A name several values carry cannot be a
+// reference (those files name values by index).
+class value_refs {
+ public:
+  void add(const std::string& name, std::size_t v) {
+    if (!name.empty() && !by_name_.emplace(name, v).second) by_name_[name] = ambiguous;
+  }
+
+  // The value `v` (a name or an index) refers to, as field `field` of `f`.
+  std::size_t ref(const graph_fields& f, const std::string& field, const json& v) const {
+    if (v.is_string()) {
+      const auto it = by_name_.find(v.get<std::string>());
+      if (it == by_name_.end()) f.fail(field, "no value named " + v.dump());
+      if (it->second == ambiguous) f.fail(field, "several values are named " + v.dump());
+      return it->second;
+    }
+    if (v.is_number_unsigned()) return v.get<std::size_t>();
+    f.fail(field, "must be a value's name or index (got " + v.dump() + ")");
+  }
+
+  // The values the array `field` of `f` refers to (none where it is absent).
+  std::vector<std::size_t> refs(const graph_fields& f, const char* field) const {
+    std::vector<std::size_t> out;
+    if (const json* a = f.array(field))
+      for (std::size_t i = 0; i < a->size(); ++i)
+        out.push_back(ref(f, std::string(field) + "[" + std::to_string(i) + "]", (*a)[i]));
+    return out;
+  }
+
+ private:
+  static constexpr std::size_t ambiguous = static_cast<std::size_t>(-1);
+  std::map<std::string, std::size_t, std::less<>> by_name_;
+};
+
+inline graph_value read_value(const graph_fields& f) {
+  graph_value x;
+  x.name = f.string("name");
+  x.size = f.size("size", true);
+  const std::string kind = f.string("kind");
+  if (kind == "input")
+    x.kind = value_kind::input;
+  else if (kind == "global")
+    x.kind = value_kind::global;
+  else if (kind == "activation" || kind.empty())
+    x.kind = value_kind::activation;
+  else
+    f.fail("kind", "must be \"input\", \"global\" or \"activation\" (got \"" + kind + "\")");
+  return x;
+}
+
+inline graph_node read_node(const std::string& source, const graph_fields& f,
+                            const value_refs& names) {
+  graph_node node;
+  node.name = f.string("name");
+  node.inputs = names.refs(f, "inputs");
+  node.outputs = names.refs(f, "outputs");
+  node.forward_time = f.time("forward_time");
+  node.backward_time = f.time("backward_time");
+  node.forward_transient = f.size("forward_transient");
+  node.backward_transient = f.size("backward_transient");
+  node.saved = names.refs(f, "saved");
+  node.saved_internal = f.size("saved_internal");
+  if (const json* a = f.array("in_place"))
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const graph_fields p(source, f.at("in_place[" + std::to_string(i) + "]"), (*a)[i]);
+      node.in_place.push_back({names.ref(p, "output", p.required("output")),
+                               names.ref(p, "input", p.required("input"))});
+    }
+  return node;
+}
+
 inline graph_file graph_from_document(const json& doc, const std::string& source) {
   const graph_fields top(source, "", doc);
   if (const json* f = top.find("format");
@@ -124,60 +195,17 @@ inline graph_file graph_from_document(const json& doc, const std::string& source
   graph& g = out.graph;
   const json* values = top.array("values");
   if (values == nullptr) top.fail("values", "missing (required)");
-  std::map<std::string, std::size_t, std::less<>> by_name;
-  constexpr std::size_t ambiguous = static_cast<std::size_t>(-1);
+  value_refs names;
   for (std::size_t v = 0; v < values->size(); ++v) {
     const graph_fields f(source, "values[" + std::to_string(v) + "]", (*values)[v]);
-    graph_value x;
-    x.name = f.string("name");
-    x.size = f.size("size", true);
-    const std::string kind = f.string("kind");
-    if (kind == "input") x.kind = value_kind::input;
-    else if (kind == "global") x.kind = value_kind::global;
-    else if (kind == "activation" || kind.empty()) x.kind = value_kind::activation;
-    else f.fail("kind", "must be \"input\", \"global\" or \"activation\" (got \"" + kind + "\")");
-    // A name several values carry cannot be a reference (those files name values by index).
-    if (!x.name.empty() && !by_name.emplace(x.name, v).second) by_name[x.name] = ambiguous;
-    g.values.push_back(std::move(x));
+    g.values.push_back(read_value(f));
+    names.add(g.values.back().name, v);
   }
-  auto ref = [&](const graph_fields& f, const std::string& field, const json& v) -> std::size_t {
-    if (v.is_string()) {
-      const auto it = by_name.find(v.get<std::string>());
-      if (it == by_name.end()) f.fail(field, "no value named " + v.dump());
-      if (it->second == ambiguous) f.fail(field, "several values are named " + v.dump());
-      return it->second;
-    }
-    if (v.is_number_unsigned()) return v.get<std::size_t>();
-    f.fail(field, "must be a value's name or index (got " + v.dump() + ")");
-  };
-  auto refs = [&](const graph_fields& f, const char* field) {
-    std::vector<std::size_t> out_refs;
-    if (const json* a = f.array(field))
-      for (std::size_t i = 0; i < a->size(); ++i)
-        out_refs.push_back(ref(f, std::string(field) + "[" + std::to_string(i) + "]", (*a)[i]));
-    return out_refs;
-  };
   const json* nodes = top.array("nodes");
   if (nodes == nullptr) top.fail("nodes", "missing (required)");
   for (std::size_t n = 0; n < nodes->size(); ++n) {
     const graph_fields f(source, "nodes[" + std::to_string(n) + "]", (*nodes)[n]);
-    graph_node node;
-    node.name = f.string("name");
-    node.inputs = refs(f, "inputs");
-    node.outputs = refs(f, "outputs");
-    node.forward_time = f.time("forward_time");
-    node.backward_time = f.time("backward_time");
-    node.forward_transient = f.size("forward_transient");
-    node.backward_transient = f.size("backward_transient");
-    node.saved = refs(f, "saved");
-    node.saved_internal = f.size("saved_internal");
-    if (const json* a = f.array("in_place"))
-      for (std::size_t i = 0; i < a->size(); ++i) {
-        const graph_fields p(source, f.at("in_place[" + std::to_string(i) + "]"), (*a)[i]);
-        node.in_place.push_back({ref(p, "output", p.required("output")),
-                                 ref(p, "input", p.required("input"))});
-      }
-    g.nodes.push_back(std::move(node));
+    g.nodes.push_back(read_node(source, f, names));
   }
   if (const json* l = top.find("loss")) {
     const graph_fields loss(source, "loss", *l);

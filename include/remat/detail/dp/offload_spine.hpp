@@ -190,6 +190,47 @@ class offload_spine {
     return final_peak(below) + s <= m_below;
   }
 
+  // What moving a cell's item costs: its size in units, whether it can move (a link, bytes to
+  // move), and its offload and prefetch times.
+  struct item_moves {
+    size_type s = 0;
+    bool transfers = false;
+    double out_time = 0;
+    double in_time = 0;
+  };
+  item_moves moves_of(std::int32_t i, tensor_kind kind) const {
+    item_moves v;
+    v.s = item(i, kind);
+    v.transfers = c_.transfer.available() && v.s > 0;
+    v.out_time = v.transfers ? bytes(i, kind) / c_.transfer.offload_bandwidth : 0;
+    v.in_time = v.transfers ? bytes(i, kind) / c_.transfer.prefetch_bandwidth : 0;
+    return v;
+  }
+
+  // The tape branch of spine cell (i, L, m): F_all(i), the spine cell of i + 1 holding t_{i+1},
+  // B(i); the item kept, or offloaded during F_all(i) and prefetched back for B(i).
+  template <class Consider>
+  [[gnu::always_inline]] inline void tape_branch(std::int32_t i, size_type m,
+                                                 const item_moves& moves,
+                                                 Consider& consider) const {
+    const size_type s = moves.s;
+    const tape_option& recorded = spine_option(md_, i);
+    const double fw = recorded.fw;
+    const double bw = recorded.bw;
+    const size_type xb1 = recorded.xb;
+    if (m < tape_ops_memory(md_, i, L_, recorded) || m < xb1) return;
+    const double rest = value(i + 1, tensor_kind::tape, m - xb1);
+    if (rest < infinite_time) consider(fw + bw + rest, 0, false, false);
+    if (!moves.transfers) return;
+    const size_type below = child_m(m, s, xb1);
+    const double r = value(i + 1, tensor_kind::tape, below);
+    if (r < infinite_time) {
+      const double stall = std::max(0.0, moves.out_time - fw);
+      consider(fw + stall + r + prefetch_cost(i + 1, below, s, moves.in_time) + bw, 0, true,
+               overlaps(i + 1, below, s));
+    }
+  }
+
   void fill(std::int32_t i, tensor_kind kind, size_type m) {
     const std::size_t cell = at(i, kind, m);
     if (i == L_) {
@@ -197,10 +238,12 @@ class offload_spine {
       choice_[cell] = value_[cell] < infinite_time ? 0 : -1;
       return;
     }
-    const size_type s = item(i, kind);
-    const bool transfers = c_.transfer.available() && s > 0;
-    const double out_time = transfers ? bytes(i, kind) / c_.transfer.offload_bandwidth : 0;
-    const double in_time = transfers ? bytes(i, kind) / c_.transfer.prefetch_bandwidth : 0;
+    // The item's transfers, and the running least, as locals: the loops keep them in registers.
+    const item_moves moves = moves_of(i, kind);
+    const size_type s = moves.s;
+    const bool transfers = moves.transfers;
+    const double out_time = moves.out_time;
+    const double in_time = moves.in_time;
     double best = infinite_time;
     std::int32_t choice = -1;
     auto consider = [&](double v, std::int32_t j, bool offloaded, bool overlapped) {
@@ -209,26 +252,9 @@ class offload_spine {
         choice = spine_choice::encode(j, offloaded, overlapped);
       }
     };
-    const tape_option& recorded = spine_option(md_, i);
-    const double fw = recorded.fw;
-    const double bw = recorded.bw;
-    // The tape branch: F_all(i), the spine cell of i + 1 holding t_{i+1}, B(i).
-    const size_type xb1 = recorded.xb;
-    if (m >= tape_ops_memory(md_, i, L_, recorded) && m >= xb1) {
-      const double rest = value(i + 1, tensor_kind::tape, m - xb1);
-      if (rest < infinite_time) consider(fw + bw + rest, 0, false, false);
-      if (transfers) {
-        const size_type below = child_m(m, s, xb1);
-        const double r = value(i + 1, tensor_kind::tape, below);
-        if (r < infinite_time) {
-          const double stall = std::max(0.0, out_time - fw);
-          consider(fw + stall + r + prefetch_cost(i + 1, below, s, in_time) + bw, 0, true,
-                   overlaps(i + 1, below, s));
-        }
-      }
-    }
+    tape_branch(i, m, moves, consider);
     // The checkpoint branches: F_ck(i), F_none(i+1 .. j-1), the spine cell of j holding a_j, then
-    // the interval (i, j-1) holding a_i.
+    // the interval (i, j-1) holding a_i; none where F_ck(i)'s peak does not fit.
     if (md_.x[idx(i + 1)] + md_.ft[idx(i)] > m) {
       value_[cell] = best;
       choice_[cell] = choice;

@@ -155,6 +155,48 @@ struct option_search {
   std::size_t max_options = 8;   // keep at most this many (plain autograd included)
 };
 
+// The droppable values `cands` in the order the inexact search drops them: by bytes freed per
+// unit of recompute time when dropped alone, largest first; a value that cannot be dropped alone
+// goes last (it may become droppable with others). `mask` is all zero before and after.
+inline std::vector<std::pair<double, std::size_t>> greedy_order(
+    const graph& g, const block_layout& b, const std::vector<char>& plain,
+    const std::vector<std::size_t>& maker, const std::vector<std::size_t>& cands,
+    std::vector<char>& mask) {
+  std::vector<std::pair<double, std::size_t>> order;
+  for (const std::size_t v : cands) {
+    mask[v] = 1;
+    const std::optional<std::vector<std::size_t>> rerun =
+        recompute_nodes(g, b, plain, maker, {v}, mask);
+    mask[v] = 0;
+    double key = -1;
+    if (rerun) {
+      double t = 0;
+      for (const std::size_t j : *rerun) t += g.nodes[j].forward_time;
+      const auto bytes = static_cast<double>(g.values[v].size);
+      key = t > 0 ? bytes / t : std::numeric_limits<double>::infinity();
+    }
+    order.emplace_back(key, v);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& x, const auto& y) { return x.first > y.first; });
+  return order;
+}
+
+// The front past option 0 by decreasing tape (then increasing backward time), thinned to `keep`
+// options: option 0, and keep - 1 of the others at even steps through them (the last included).
+inline void thin_front(std::vector<std::pair<stage_option, drop_plan>>& front, std::size_t keep) {
+  std::sort(front.begin() + 1, front.end(), [](const auto& x, const auto& y) {
+    if (x.first.tape_size != y.first.tape_size) return x.first.tape_size > y.first.tape_size;
+    return x.first.backward_time < y.first.backward_time;
+  });
+  if (front.size() > keep) {
+    std::vector<std::pair<stage_option, drop_plan>> thin{front.front()};
+    const std::size_t others = front.size() - 1;
+    for (std::size_t i = 1; i < keep; ++i) thin.push_back(front[i * others / (keep - 1)]);
+    front = std::move(thin);
+  }
+}
+
 // The block's options: plain autograd first (option 0: keep every taped value, no re-run), then
 // the non-dominated choices of values to drop, by increasing tape. Exact (every subset of the
 // droppable values) up to `s.exact_limit` of them; beyond, the prefixes of the droppable values
@@ -214,43 +256,13 @@ inline std::vector<std::pair<stage_option, drop_plan>> block_options(const graph
       consider(dropped);
     }
   } else {
-    // Bytes freed per unit of recompute time when dropped alone; a value that cannot be
-    // dropped alone goes last (it may become droppable with others).
-    std::vector<std::pair<double, std::size_t>> order;
-    for (const std::size_t v : cands) {
-      mask[v] = 1;
-      const std::optional<std::vector<std::size_t>> rerun =
-          recompute_nodes(g, b, plain, maker, {v}, mask);
-      mask[v] = 0;
-      double key = -1;
-      if (rerun) {
-        double t = 0;
-        for (const std::size_t j : *rerun) t += g.nodes[j].forward_time;
-        const auto bytes = static_cast<double>(g.values[v].size);
-        key = t > 0 ? bytes / t : std::numeric_limits<double>::infinity();
-      }
-      order.emplace_back(key, v);
-    }
-    std::stable_sort(order.begin(), order.end(),
-                     [](const auto& x, const auto& y) { return x.first > y.first; });
     std::vector<std::size_t> dropped;
-    for (const auto& entry : order) {
+    for (const auto& entry : greedy_order(g, b, plain, maker, cands, mask)) {
       dropped.push_back(entry.second);
       consider(dropped);
     }
   }
-  std::sort(front.begin() + 1, front.end(), [](const auto& x, const auto& y) {
-    if (x.first.tape_size != y.first.tape_size) return x.first.tape_size > y.first.tape_size;
-    return x.first.backward_time < y.first.backward_time;
-  });
-  const std::size_t keep = std::max<std::size_t>(s.max_options, 1);
-  if (front.size() > keep) {
-    // Option 0, and keep - 1 of the others at even steps through them (the last included).
-    std::vector<std::pair<stage_option, drop_plan>> thin{front.front()};
-    const std::size_t others = front.size() - 1;
-    for (std::size_t i = 1; i < keep; ++i) thin.push_back(front[i * others / (keep - 1)]);
-    front = std::move(thin);
-  }
+  thin_front(front, std::max<std::size_t>(s.max_options, 1));
   return front;
 }
 

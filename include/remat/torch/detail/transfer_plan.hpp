@@ -21,6 +21,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace remat::torch::detail {
@@ -77,71 +78,117 @@ inline void add_memory_waits(const transfer_plan& p, std::span<const op> ops,
   }
 }
 
+// The plan of a schedule as the walk goes: each op's stream, times and events, and by its kind
+// the waits it needs and what it moves (`make_transfer_plan`).
+class transfer_plan_builder {
+ public:
+  using value = remat::detail::value;
+  using value_id = remat::detail::value_id;
+  using until = stream_wait::until;
+  static constexpr std::size_t none = transfer_plan::none;
+  static constexpr std::size_t before_all = value::before_all;
+
+  transfer_plan_builder(const chain& c, std::span<const op> ops)
+      : ops_(ops), waits_(ops.size()), t_(c, ops.size()) {
+    const std::size_t n = ops.size();
+    p_.moved_bytes.assign(n, 0);
+    p_.moved_from.assign(n, none);
+    p_.records_moved_tape.assign(n, 0);
+    p_.has_event.assign(n, 0);
+    p_.program.release_after.assign(n, none);
+  }
+
+  // The walk's visitor: one valid op, in order.
+  void add(const walked_op& w, const std::vector<value>& values) {
+    const std::size_t i = w.index;
+    const auto [s, e] = t_.add(w, values);
+    last_reader_.resize(values.size(), none);
+    p_.walked.push_back(w);
+    p_.values = values.size();
+    p_.program.streams.push_back(w.rule->stream);
+    p_.start.push_back(s);
+    p_.end.push_back(e);
+    p_.allocation.push_back(event_key::allocation(s, i));
+    p_.release.push_back(event_key::release(e, s, i, !(s < e)));
+    switch (w.o.kind) {
+      case op_kind::offload: return add_offload(w, values, e);
+      case op_kind::prefetch:
+      case op_kind::wait: return add_host_read(w, values);
+      default: return add_compute(w, values);
+    }
+  }
+
+  // The plan, once every op is added: the memory waits, then every op's waits in one array.
+  transfer_plan finish() && {
+    const std::size_t n = ops_.size();
+    add_memory_waits(p_, ops_, waits_);
+    p_.program.waits_begin.assign(n + 1, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      p_.program.waits_begin[i + 1] = p_.program.waits_begin[i] + waits_[i].size();
+      p_.program.waits.insert(p_.program.waits.end(), waits_[i].begin(), waits_[i].end());
+    }
+    return std::move(p_);
+  }
+
+ private:
+  // An offload waits for the op that made its device copy, moves it, and releases it once the
+  // last compute op reading it has ended (`e`: the offload's own end).
+  void add_offload(const walked_op& w, const std::vector<value>& values, double e) {
+    const std::size_t i = w.index;
+    const value_id device = w.read(operand::device_copy);
+    const std::size_t producer = values[device].made_by;
+    if (producer != before_all) {
+      p_.moved_from[i] = producer;
+      waits_[i].push_back({producer, until::data});
+      if (values[device].kind == 't' && ops_[producer].kind == op_kind::forward_all)
+        p_.records_moved_tape[producer] = 1;
+    }
+    p_.offloads_input = p_.offloads_input || device == 0;
+    p_.program.release_after[i] = last_reader_[device];
+    p_.moved_bytes[i] = w.input_bytes;
+    p_.has_event[i] = w.input_bytes > 0;
+    const remat::detail::value_timing& d = t_.timing(device);
+    p_.release[i] = event_key::release(std::max(e, d.last_read), d.allocated_at, i, false);
+  }
+
+  // A prefetch or a wait reads the host copy: it waits for the offload that made it to be
+  // released; a prefetch moves it back.
+  void add_host_read(const walked_op& w, const std::vector<value>& values) {
+    const std::size_t i = w.index;
+    waits_[i].push_back({values[w.read(operand::host_copy)].made_by, until::released});
+    if (w.o.kind == op_kind::prefetch) {
+      p_.moved_bytes[i] = w.input_bytes;
+      p_.has_event[i] = w.input_bytes > 0;
+    }
+  }
+
+  // A compute op: what a prefetch brought back, it reads once there.
+  void add_compute(const walked_op& w, const std::vector<value>& values) {
+    const std::size_t i = w.index;
+    for (const value_id v : w.reads) {
+      if (v == remat::detail::no_value) continue;
+      const std::size_t producer = values[v].made_by;
+      if (producer != before_all && ops_[producer].kind == op_kind::prefetch)
+        waits_[i].push_back({producer, until::data});
+      last_reader_[v] = i;
+    }
+    if (w.made != remat::detail::no_value) last_reader_[w.made] = i;
+  }
+
+  std::span<const op> ops_;
+  transfer_plan p_;
+  std::vector<std::vector<stream_wait>> waits_;
+  std::vector<std::size_t> last_reader_;  // per value: the last compute op reading it
+  remat::detail::timeline t_;
+};
+
 // The plan of `ops` on `c` (which has a link if `ops` has transfers); `std::invalid_argument`
 // for an invalid schedule.
 inline transfer_plan make_transfer_plan(const chain& c, std::span<const op> ops) {
-  using until = stream_wait::until;
-  constexpr std::size_t none = transfer_plan::none;
-  constexpr std::size_t before_all = remat::detail::value::before_all;
-  const std::size_t n = ops.size();
-  transfer_plan p;
-  p.moved_bytes.assign(n, 0);
-  p.moved_from.assign(n, none);
-  p.records_moved_tape.assign(n, 0);
-  p.has_event.assign(n, 0);
-  p.program.release_after.assign(n, none);
-  std::vector<std::vector<stream_wait>> waits(n);
-  std::vector<std::size_t> last_reader;  // per value: the last compute op reading it
-  remat::detail::timeline t(c, n);
+  transfer_plan_builder b(c, ops);
   const remat::detail::walk_failure f = remat::detail::walk(
       c, ops, [&](const walked_op& w, const std::vector<remat::detail::value>& values) {
-        const std::size_t i = w.index;
-        const auto [s, e] = t.add(w, values);
-        last_reader.resize(values.size(), none);
-        p.walked.push_back(w);
-        p.values = values.size();
-        p.program.streams.push_back(w.rule->stream);
-        p.start.push_back(s);
-        p.end.push_back(e);
-        p.allocation.push_back(event_key::allocation(s, i));
-        p.release.push_back(event_key::release(e, s, i, !(s < e)));
-        auto made_by = [&](remat::detail::value_id v) { return values[v].made_by; };
-        switch (w.o.kind) {
-          case op_kind::offload: {
-            const remat::detail::value_id device = w.read(operand::device_copy);
-            const std::size_t producer = made_by(device);
-            if (producer != before_all) {
-              p.moved_from[i] = producer;
-              waits[i].push_back({producer, until::data});
-              if (values[device].kind == 't' && ops[producer].kind == op_kind::forward_all)
-                p.records_moved_tape[producer] = 1;
-            }
-            p.offloads_input = p.offloads_input || device == 0;
-            p.program.release_after[i] = last_reader[device];
-            p.moved_bytes[i] = w.input_bytes;
-            p.has_event[i] = w.input_bytes > 0;
-            const remat::detail::value_timing& d = t.timing(device);
-            p.release[i] = event_key::release(std::max(e, d.last_read), d.allocated_at, i, false);
-            break;
-          }
-          case op_kind::prefetch:
-          case op_kind::wait:
-            waits[i].push_back({made_by(w.read(operand::host_copy)), until::released});
-            if (w.o.kind == op_kind::prefetch) {
-              p.moved_bytes[i] = w.input_bytes;
-              p.has_event[i] = w.input_bytes > 0;
-            }
-            break;
-          default:  // a compute op: what a prefetch brought back, it reads once there
-            for (const remat::detail::value_id v : w.reads) {
-              if (v == remat::detail::no_value) continue;
-              const std::size_t producer = made_by(v);
-              if (producer != before_all && ops[producer].kind == op_kind::prefetch)
-                waits[i].push_back({producer, until::data});
-              last_reader[v] = i;
-            }
-            if (w.made != remat::detail::no_value) last_reader[w.made] = i;
-        }
+        b.add(w, values);
       });
   if (f.error != replay_error::none) {
     replay_result bad;
@@ -151,14 +198,7 @@ inline transfer_plan make_transfer_plan(const chain& c, std::span<const op> ops)
     throw std::invalid_argument("remat::torch::executor: the schedule is invalid: " +
                                 describe(bad, ops));
   }
-
-  add_memory_waits(p, ops, waits);
-  p.program.waits_begin.assign(n + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    p.program.waits_begin[i + 1] = p.program.waits_begin[i] + waits[i].size();
-    p.program.waits.insert(p.program.waits.end(), waits[i].begin(), waits[i].end());
-  }
-  return p;
+  return std::move(b).finish();
 }
 
 }  // namespace remat::torch::detail

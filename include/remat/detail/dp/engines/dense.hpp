@@ -24,7 +24,7 @@
 //   (sample of Lf) is a lower bound of the branch over the block; where it is not below the best
 //   so far at the block's first m (the largest in the block), the block is skipped. Branches of
 //   small forward cost run first, and the others then mostly fall under the bar. The best so
-//   far is kept non-increasing in m (`dp::settle`), which makes the block's first m its largest.
+//   far is kept non-increasing in m (`settle`), which makes the block's first m its largest.
 //   The block tests run 4 blocks to an instruction (AVX2) or one by one, as bit masks.
 // * Tiles. Cells go by square tiles of T x T (`dense::tile_side`). The split points a tile's
 //   cells share (between its rows and its columns) run first, j outermost: per j, T rows and T

@@ -43,6 +43,129 @@ constexpr void append_shifted(std::vector<frontier_point>& out, const std::vecto
 // Points per block of the coarse walk in `merge_branch`.
 inline constexpr std::size_t merge_block = 8;
 
+// The index of the first point of `f` above memory m.
+template <class Points>
+constexpr std::size_t first_above(const Points& f, size_type m) {
+  return static_cast<std::size_t>(
+      std::upper_bound(f.begin(), f.end(), m, [](size_type v, const auto& p) { return v < p.m; }) -
+      f.begin());
+}
+
+// One branch merged into the envelope `best` (`merge_branch`): its parts, and where the walk
+// stands in each of R, Lf and best.
+struct branch_walk {
+  const std::vector<frontier_point>& best;
+  const std::vector<frontier_step>& R;
+  const std::vector<frontier_step>& Lf;
+  size_type shift;
+  double forward;
+  std::int32_t j;
+  size_type stop;  // the walk ends at a memory >= stop
+  double least;    // the branch's value from its top
+  std::size_t nb = best.size();
+  std::size_t nr = R.size();
+  std::size_t nl = Lf.size();
+  // ib: the first point of best at or above m (below it: settled); ir, il: a point of R, Lf at or
+  // below m, in the block of the last one (the walk by blocks may leave them behind).
+  std::size_t ib = 0;
+  std::size_t ir = 0;
+  std::size_t il = 0;
+  size_type m = 0;
+
+  static constexpr size_type none = unreachable;
+  constexpr size_type mem_r(std::size_t k) const { return k < nr ? R[k].m + shift : none; }
+  constexpr size_type mem_l(std::size_t k) const { return k < nl ? Lf[k].m : none; }
+  constexpr size_type mem_b(std::size_t k) const { return k < nb ? best[k].m : none; }
+};
+
+// What a walk point by point left: best's points from `lo` on were replaced by `np` points of
+// `emitted` when the branch `won` somewhere; `done` when nothing is left to win past it.
+struct merged_points {
+  std::size_t lo = 0;
+  std::size_t np = 0;
+  bool won = false;
+  bool done = false;
+};
+
+// The walk point by point from w.m (nothing below it changed since best's point before it), up
+// to where the branch stops winning at or past `e` (the end of the blocks it may win in), without
+// branches on the data: which of the three moves, whether the branch wins, whether a point is
+// emitted.
+constexpr merged_points merge_points(branch_walk& w, size_type e, frontier_point* emitted,
+                                     double& work) {
+  constexpr size_type none = branch_walk::none;
+  const std::vector<frontier_point>& best = w.best;
+  const std::vector<frontier_step>& R = w.R;
+  const std::vector<frontier_step>& Lf = w.Lf;
+  const std::size_t nb = w.nb;
+  const std::size_t nr = w.nr;
+  const std::size_t nl = w.nl;
+  // In locals, kept in registers through the loop (the work counter too: the same additions).
+  const size_type shift = w.shift;
+  const size_type stop = w.stop;
+  const double forward = w.forward;
+  const double least = w.least;
+  const std::int32_t j = w.j;
+  std::size_t ir = w.ir;
+  std::size_t il = w.il;
+  std::size_t ib = w.ib;
+  size_type m = w.m;
+  while (ir + 1 < nr && R[ir + 1].m + shift <= m) ++ir;
+  while (il + 1 < nl && Lf[il + 1].m <= m) ++il;
+  while (ib < nb && best[ib].m < m) ++ib;
+  merged_points r;
+  r.lo = ib;
+  double last = r.lo > 0 ? best[r.lo - 1].t : infinite_time;  // the envelope's at m - 1
+  double b = last;
+  std::int32_t bc = r.lo > 0 ? best[r.lo - 1].choice : 0;
+  if (ib < nb && best[ib].m == m) {
+    b = best[ib].t;
+    bc = best[ib].choice;
+    ++ib;
+  }
+  const frontier_point none_point{};
+  const frontier_point* const bp = nb > 0 ? best.data() : &none_point;
+  std::size_t np = 0;
+  bool won = false;
+  double steps = work;
+  while (true) {
+    const double v = (forward + R[ir].t) + Lf[il].t;
+    const bool wins = v < b;
+    const double value = wins ? v : b;
+    emitted[np] = {m, value, wins ? j : bc};
+    const bool lower = value < last;
+    np += lower ? 1 : 0;
+    last = lower ? value : last;
+    won = won || wins;
+    const size_type mr = ir + 1 < nr ? R[ir + 1].m + shift : none;
+    const size_type ml = il + 1 < nl ? Lf[il + 1].m : none;
+    const size_type mb = ib < nb ? best[ib].m : none;
+    const size_type mn = std::min({mb, mr, ml});
+    steps += 1;
+    if (mn >= stop || (!wins && b <= least)) {  // nothing left to win
+      r.done = true;
+      break;
+    }
+    m = mn;
+    ir += mr == m ? 1 : 0;
+    il += ml == m ? 1 : 0;
+    if (!wins && m >= e) break;  // back to blocks from m (best's point there not taken)
+    const bool take = mb == m;
+    const frontier_point& p = bp[take ? ib : 0];
+    b = take ? p.t : b;
+    bc = take ? p.choice : bc;
+    ib += take ? 1 : 0;
+  }
+  r.np = np;
+  r.won = won;
+  work = steps;
+  w.ir = ir;
+  w.il = il;
+  w.ib = ib;
+  w.m = m;
+  return r;
+}
+
 // best = min(best, branch j), branch(m) = (forward + R(m - shift)) + Lf(m) for from <= m <= top
 // (the dense DP's order of the sums); ties keep `best`'s point. The new envelope is built in
 // `s.next`; false (and `s.next` meaningless) when the branch wins nowhere. `best` has no point
@@ -53,121 +176,66 @@ inline constexpr std::size_t merge_block = 8;
 // of R, Lf and best: over the memories where none of the three leaves its block, the branch is at
 // least its value at the blocks' last points (both non-increasing) and the envelope at most its
 // value where the segment starts; where the former is not below the latter, the branch cannot win
-// and the whole segment is skipped. Elsewhere the three are merged point by point until the
-// branch stops winning past the segment; only the envelope's points over memories where the
-// branch won somewhere are rebuilt, the rest is copied as it stands.
+// and the whole segment is skipped. Elsewhere the three are merged point by point
+// (`merge_points`) until the branch stops winning past the segment; only the envelope's points
+// over memories where the branch won somewhere are rebuilt, the rest is copied as it stands.
 constexpr bool merge_branch(scratch& s, const std::vector<frontier_step>& R, size_type shift,
                             const std::vector<frontier_step>& Lf, double forward, size_type from,
                             std::int32_t j, size_type top) {
+  constexpr std::size_t K = merge_block;
   const std::vector<frontier_point>& best = s.best;
   std::vector<frontier_point>& out = s.next;
-  std::vector<frontier_point>& patch = s.patch;
-  constexpr std::size_t K = merge_block;
-  constexpr size_type none = unreachable;
-  const std::size_t nb = best.size();
-  const std::size_t nr = R.size();
-  const std::size_t nl = Lf.size();
   const size_type start = std::max({R.front().m + shift, Lf.front().m, from});
   if (start > top) return false;
-  // The walk ends at a memory >= stop.
-  const size_type stop = top == none ? none : top + 1;
-  const double least = (forward + R.back().t) + Lf.back().t;  // the branch's value from its top
-  auto above = [](const auto& f, size_type m) {               // the first point above m
-    return static_cast<std::size_t>(
-        std::upper_bound(f.begin(), f.end(), m,
-                         [](size_type v, const auto& p) { return v < p.m; }) -
-        f.begin());
-  };
-  // ib: the first point of best at or above m (below it: settled); ir, il: a point of R, Lf at or
-  // below m, in the block of the last one (the walk by blocks may leave them behind).
-  std::size_t ib = above(best, start);
+  branch_walk w{best,
+                R,
+                Lf,
+                shift,
+                forward,
+                j,
+                top == unreachable ? unreachable : top + 1,
+                (forward + R.back().t) + Lf.back().t};
+  const std::size_t nb = w.nb;
+  const std::size_t nr = w.nr;
+  const std::size_t nl = w.nl;
+  w.ib = first_above(best, start);
   s.work += 1;
-  if (ib > 0 && best[ib - 1].t <= least) return false;
-  if (ib > 0 && best[ib - 1].m == start) --ib;
-  std::size_t ir = above(R, start - shift) - 1;
-  std::size_t il = above(Lf, start) - 1;
-  auto mem_r = [&](std::size_t k) { return k < nr ? R[k].m + shift : none; };
-  auto mem_l = [&](std::size_t k) { return k < nl ? Lf[k].m : none; };
-  auto mem_b = [&](std::size_t k) { return k < nb ? best[k].m : none; };
+  if (w.ib > 0 && best[w.ib - 1].t <= w.least) return false;
+  if (w.ib > 0 && best[w.ib - 1].m == start) --w.ib;
+  w.ir = first_above(R, start - shift) - 1;
+  w.il = first_above(Lf, start) - 1;
   std::size_t copied = 0;  // best's points before it are in `out` (once improved)
   bool improved = false;
   // A walk point by point emits at most a point per point of the three.
-  if (patch.size() < nb + nr + nl + 1) patch.resize(nb + nr + nl + 1);
-  frontier_point* const emitted = patch.data();
-  const frontier_point none_point{};
-  const frontier_point* const bp = nb > 0 ? best.data() : &none_point;
+  if (s.patch.size() < nb + nr + nl + 1) s.patch.resize(nb + nr + nl + 1);
+  frontier_point* const emitted = s.patch.data();
   out.clear();
-  size_type m = start;
+  w.m = start;
   while (true) {
-    const std::size_t hr = std::min(nr, (ir / K + 1) * K);
-    const std::size_t hl = std::min(nl, (il / K + 1) * K);
-    const std::size_t hb = std::min(nb, (ib / K + 1) * K);
-    const double ub = ib > 0 ? best[ib - 1].t : infinite_time;  // the envelope's from m - 1 on
-    if (ub <= least) break;                                     // the branch cannot win from m on
-    const size_type e = std::min({mem_r(hr), mem_l(hl), mem_b(hb)});
+    const std::size_t hr = std::min(nr, (w.ir / K + 1) * K);
+    const std::size_t hl = std::min(nl, (w.il / K + 1) * K);
+    const std::size_t hb = std::min(nb, (w.ib / K + 1) * K);
+    const double ub = w.ib > 0 ? best[w.ib - 1].t : infinite_time;  // the envelope's from m - 1 on
+    if (ub <= w.least) break;  // the branch cannot win from m on
+    const size_type e = std::min({w.mem_r(hr), w.mem_l(hl), w.mem_b(hb)});
     s.work += 1;
     if (!((forward + R[hr - 1].t) + Lf[hl - 1].t < ub)) {  // no win below e
-      if (e >= stop) break;
-      m = e;
-      if (mem_r(hr) == e) ir = hr;
-      if (mem_l(hl) == e) il = hl;
-      if (mem_b(hb) == e) ib = hb;
+      if (e >= w.stop) break;
+      w.m = e;
+      if (w.mem_r(hr) == e) w.ir = hr;
+      if (w.mem_l(hl) == e) w.il = hl;
+      if (w.mem_b(hb) == e) w.ib = hb;
       continue;
     }
-    // Point by point from m (nothing below it changed since best's point before it), without
-    // branches on the data: which of the three moves, whether the branch wins, whether a point
-    // is emitted.
-    while (ir + 1 < nr && R[ir + 1].m + shift <= m) ++ir;
-    while (il + 1 < nl && Lf[il + 1].m <= m) ++il;
-    while (ib < nb && best[ib].m < m) ++ib;
-    const std::size_t lo = ib;
-    double last = lo > 0 ? best[lo - 1].t : infinite_time;  // the envelope's at m - 1
-    double b = last;
-    std::int32_t bc = lo > 0 ? best[lo - 1].choice : 0;
-    if (ib < nb && best[ib].m == m) {
-      b = best[ib].t;
-      bc = best[ib].choice;
-      ++ib;
-    }
-    bool won = false;
-    bool done = false;
-    std::size_t np = 0;
-    while (true) {
-      const double v = (forward + R[ir].t) + Lf[il].t;
-      const bool wins = v < b;
-      const double value = wins ? v : b;
-      emitted[np] = {m, value, wins ? j : bc};
-      const bool lower = value < last;
-      np += lower ? 1 : 0;
-      last = lower ? value : last;
-      won = won || wins;
-      const size_type mr = ir + 1 < nr ? R[ir + 1].m + shift : none;
-      const size_type ml = il + 1 < nl ? Lf[il + 1].m : none;
-      const size_type mb = ib < nb ? best[ib].m : none;
-      const size_type mn = std::min({mb, mr, ml});
-      s.work += 1;
-      if (mn >= stop || (!wins && b <= least)) {  // nothing left to win
-        done = true;
-        break;
-      }
-      m = mn;
-      ir += mr == m ? 1 : 0;
-      il += ml == m ? 1 : 0;
-      if (!wins && m >= e) break;  // back to blocks from m (best's point there not taken)
-      const bool take = mb == m;
-      const frontier_point& p = bp[take ? ib : 0];
-      b = take ? p.t : b;
-      bc = take ? p.choice : bc;
-      ib += take ? 1 : 0;
-    }
-    if (won) {
+    const merged_points r = merge_points(w, e, emitted, s.work);
+    if (r.won) {
       out.insert(out.end(), best.begin() + static_cast<std::ptrdiff_t>(copied),
-                 best.begin() + static_cast<std::ptrdiff_t>(lo));
-      out.insert(out.end(), emitted, emitted + np);
-      copied = ib;
+                 best.begin() + static_cast<std::ptrdiff_t>(r.lo));
+      out.insert(out.end(), emitted, emitted + r.np);
+      copied = w.ib;
       improved = true;
     }
-    if (done) break;
+    if (r.done) break;
   }
   if (!improved) return false;
   out.insert(out.end(), best.begin() + static_cast<std::ptrdiff_t>(copied), best.end());
@@ -175,69 +243,68 @@ constexpr bool merge_branch(scratch& s, const std::vector<frontier_step>& R, siz
   return true;
 }
 
-}  // namespace frontier
+// The frontier of the loss cell (L, L): one point, where it fits under `top`.
+constexpr void loss_cell(const model& md, size_type top, std::vector<frontier_step>& result,
+                         std::vector<std::int32_t>& result_choices) {
+  const size_type m = md.x[static_cast<std::size_t>(md.L)] + md.loss_overhead;
+  if (m <= top) {
+    result.push_back({m, md.loss_time});
+    result_choices.push_back(0);
+  }
+}
 
-// The frontier of interval (i, l) from those of shorter intervals (`t`, filled up to l - i - 1),
-// up to memory `top` (the cap of its class: `frontier::plan::cap`).
-constexpr void frontier_cell(const model& md, const interval_bounds& bounds, frontier_table& t,
-                             std::int32_t i, std::int32_t l, size_type top,
-                             const frontier_options& o, frontier::scratch& s,
+// The frontier of a base case (i, i): the least fw_o + bw_o over the options that fit, by memory:
+// the options' points in order of their tape ops (then of position), each kept where it is below
+// the last.
+constexpr void diagonal_cell(const model& md, std::int32_t i, size_type top, scratch& s,
                              std::vector<frontier_step>& result,
                              std::vector<std::int32_t>& result_choices) {
-  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
-  result.clear();
-  result_choices.clear();
-  if (i == md.L) {
-    const size_type m = md.x[at(md.L)] + md.loss_overhead;
-    if (m <= top) {
-      result.push_back({m, md.loss_time});
-      result_choices.push_back(0);
-    }
-    return;
-  }
   const std::span<const tape_option> options = md.options(i);
-  if (i == l) {
-    // The least fw_o + bw_o over the options that fit, by memory: the options' points in order of
-    // their tape ops (then of position), each kept where it is below the last.
-    s.best.clear();
-    for (std::size_t p = 0; p < options.size(); ++p) {
-      const size_type m = tape_ops_memory(md, i, l, options[p]);
-      if (m <= top) s.best.push_back({m, options[p].fw + options[p].bw, tape_choice(p)});
-    }
-    std::sort(s.best.begin(), s.best.end(), [](const frontier_point& a, const frontier_point& b) {
-      if (a.m != b.m) return a.m < b.m;
-      if (a.t != b.t) return a.t < b.t;
-      return option_of_choice(a.choice) < option_of_choice(b.choice);
-    });
-    for (const frontier_point& p : s.best)
-      if (result.empty() || p.t < result.back().t) {
-        result.push_back({p.m, p.t});
-        result_choices.push_back(p.choice);
-      }
-    return;
-  }
-  const size_type mmin = necessary_memory(md, i, l);
   s.best.clear();
-  if (o.branches == dp_branches::tape_and_checkpoint) {
-    const std::vector<frontier_step>& rest = t.of(i + 1, l);
-    if (!rest.empty()) {
-      // The first option's branch is the envelope so far; the others merge into it as a branch
-      // (fw_o + bw_o + rest(m - xb_o)) + 0: the same sum, ties to the earlier option.
-      const std::vector<frontier_step> zero{{0, 0.0}};
-      for (std::size_t p = 0; p < options.size(); ++p) {
-        const tape_option& op = options[p];
-        const size_type from = std::max(tape_ops_memory(md, i, l, op), mmin);
-        if (p == 0) {
-          frontier::append_shifted(s.best, rest, op.xb, op.fw + op.bw, from, 0, top);
-        } else if (s.best.empty()) {
-          frontier::append_shifted(s.best, rest, op.xb, op.fw + op.bw, from, tape_choice(p), top);
-        } else if (frontier::merge_branch(s, rest, op.xb, zero, op.fw + op.bw, from,
-                                          tape_choice(p), top)) {
-          std::swap(s.best, s.next);
-        }
-      }
+  for (std::size_t p = 0; p < options.size(); ++p) {
+    const size_type m = tape_ops_memory(md, i, i, options[p]);
+    if (m <= top) s.best.push_back({m, options[p].fw + options[p].bw, tape_choice(p)});
+  }
+  std::sort(s.best.begin(), s.best.end(), [](const frontier_point& a, const frontier_point& b) {
+    if (a.m != b.m) return a.m < b.m;
+    if (a.t != b.t) return a.t < b.t;
+    return option_of_choice(a.choice) < option_of_choice(b.choice);
+  });
+  for (const frontier_point& p : s.best)
+    if (result.empty() || p.t < result.back().t) {
+      result.push_back({p.m, p.t});
+      result_choices.push_back(p.choice);
+    }
+}
+
+// The tape branches of (i, l), one per option, into `s.best` (empty before): fw_o + bw_o +
+// rest(m - xb_o) from the option's tape ops and `mmin` on.
+constexpr void merge_tape_branches(const model& md, const frontier_table& t, std::int32_t i,
+                                   std::int32_t l, size_type mmin, size_type top, scratch& s) {
+  const std::vector<frontier_step>& rest = t.of(i + 1, l);
+  if (rest.empty()) return;
+  // The first option's branch is the envelope so far; the others merge into it as a branch
+  // (fw_o + bw_o + rest(m - xb_o)) + 0: the same sum, ties to the earlier option.
+  const std::span<const tape_option> options = md.options(i);
+  const std::vector<frontier_step> zero{{0, 0.0}};
+  for (std::size_t p = 0; p < options.size(); ++p) {
+    const tape_option& op = options[p];
+    const size_type from = std::max(tape_ops_memory(md, i, l, op), mmin);
+    if (p == 0) {
+      append_shifted(s.best, rest, op.xb, op.fw + op.bw, from, 0, top);
+    } else if (s.best.empty()) {
+      append_shifted(s.best, rest, op.xb, op.fw + op.bw, from, tape_choice(p), top);
+    } else if (merge_branch(s, rest, op.xb, zero, op.fw + op.bw, from, tape_choice(p), top)) {
+      std::swap(s.best, s.next);
     }
   }
+}
+
+// The checkpoint branches of (i, l), j = i + 1 .. l, merged into `s.best` in order.
+constexpr void merge_checkpoint_branches(const model& md, const frontier_table& t, std::int32_t i,
+                                         std::int32_t l, size_type mmin, size_type top,
+                                         scratch& s) {
+  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
   double forward = 0;
   size_type forwards = 0;  // checkpoint_forward_table's forwards(i, j)
   for (std::int32_t j = i + 1; j <= l; ++j) {
@@ -261,23 +328,47 @@ constexpr void frontier_cell(const model& md, const interval_bounds& bounds, fro
     if (R.empty() || Lf.empty()) continue;
     // The branch's floor: mmin, and its own forwards (docs/recording-overhead.md).
     const size_type floor = std::max(mmin, md.x[at(l + 1)] + forwards);
-    if (frontier::merge_branch(s, R, md.x[at(j)], Lf, forward, floor, j - i, top))
-      std::swap(s.best, s.next);
+    if (merge_branch(s, R, md.x[at(j)], Lf, forward, floor, j - i, top)) std::swap(s.best, s.next);
   }
-  if (!md.exact_sums && !s.best.empty()) {
-    // The dense DP's rules where sums round (`reference_cell`): values >= S, and S from store on.
-    const std::size_t c = interval_index(md.L, i, l);
-    std::size_t out = 0;
-    for (const frontier_point& p : s.best) {
-      if (bounds.store[c] != unreachable && p.m >= bounds.store[c]) break;
-      const double v = std::max(bounds.S[c], p.t);
-      if (out > 0 && !(v < s.best[out - 1].t)) continue;
-      s.best[out++] = {p.m, v, p.choice};
-    }
-    s.best.resize(out);
-    if (bounds.store[c] != unreachable && (out == 0 || bounds.S[c] < s.best[out - 1].t))
-      s.best.push_back({bounds.store[c], bounds.S[c], tape_choice(md.fastest[at(i)])});
+}
+
+// The dense DP's rules where sums round (`reference_cell`), on the envelope `s.best` of cell c:
+// values >= S, and S from store on.
+constexpr void clamp_as_dense(const model& md, const interval_bounds& bounds, std::int32_t i,
+                              std::size_t c, scratch& s) {
+  std::size_t out = 0;
+  for (const frontier_point& p : s.best) {
+    if (bounds.store[c] != unreachable && p.m >= bounds.store[c]) break;
+    const double v = std::max(bounds.S[c], p.t);
+    if (out > 0 && !(v < s.best[out - 1].t)) continue;
+    s.best[out++] = {p.m, v, p.choice};
   }
+  s.best.resize(out);
+  if (bounds.store[c] != unreachable && (out == 0 || bounds.S[c] < s.best[out - 1].t))
+    s.best.push_back(
+        {bounds.store[c], bounds.S[c], tape_choice(md.fastest[static_cast<std::size_t>(i)])});
+}
+
+}  // namespace frontier
+
+// The frontier of interval (i, l) from those of shorter intervals (`t`, filled up to l - i - 1),
+// up to memory `top` (the cap of its class: `frontier::plan::cap`).
+constexpr void frontier_cell(const model& md, const interval_bounds& bounds, frontier_table& t,
+                             std::int32_t i, std::int32_t l, size_type top,
+                             const frontier_options& o, frontier::scratch& s,
+                             std::vector<frontier_step>& result,
+                             std::vector<std::int32_t>& result_choices) {
+  result.clear();
+  result_choices.clear();
+  if (i == md.L) return frontier::loss_cell(md, top, result, result_choices);
+  if (i == l) return frontier::diagonal_cell(md, i, top, s, result, result_choices);
+  const size_type mmin = necessary_memory(md, i, l);
+  s.best.clear();
+  if (o.branches == dp_branches::tape_and_checkpoint)
+    frontier::merge_tape_branches(md, t, i, l, mmin, top, s);
+  frontier::merge_checkpoint_branches(md, t, i, l, mmin, top, s);
+  if (!md.exact_sums && !s.best.empty())
+    frontier::clamp_as_dense(md, bounds, i, interval_index(md.L, i, l), s);
   // (push_back, not resize: clang 14 refuses libstdc++'s resize of ints in constant evaluation)
   result.reserve(s.best.size());
   result_choices.reserve(s.best.size());

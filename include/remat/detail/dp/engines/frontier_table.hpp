@@ -104,44 +104,42 @@ struct frontier_table {
 
 namespace frontier {
 
-// Gives every interval the number of its class: intervals with the same stages (sizes and times,
-// docs/model.md's arrays from i to l and x[l+1]) get the same number, and no other does. A stage's
-// token is its tuple (the loss's has no forward, so no interval ending at L matches another);
-// an interval's class is that of (its class without stage l, token of l), numbered by sorting.
-constexpr std::vector<std::int32_t> interval_classes(const model& md, std::int32_t& count) {
-  const std::int32_t L = md.L;
-  const auto n = static_cast<std::size_t>(L) + 1;
-  // A stage's token: its sizes, times and options (the first's figures in the order of a stage
-  // without options, then the others'); the loss's bw[L], bt[L] in the first's place.
-  struct token {
-    size_type x0, x1, xb1, ft, fa, bt;
-    double fw, bw;
-    bool loss;
-    std::span<const tape_option> more;  // the options past the first
-    constexpr bool operator<(const token& o) const {
-      if (loss != o.loss) return loss < o.loss;
-      if (x0 != o.x0) return x0 < o.x0;
-      if (x1 != o.x1) return x1 < o.x1;
-      if (xb1 != o.xb1) return xb1 < o.xb1;
-      if (ft != o.ft) return ft < o.ft;
-      if (fa != o.fa) return fa < o.fa;
-      if (bt != o.bt) return bt < o.bt;
-      if (fw != o.fw) return fw < o.fw;
-      if (bw != o.bw) return bw < o.bw;
-      if (more.size() != o.more.size()) return more.size() < o.more.size();
-      for (std::size_t k = 0; k < more.size(); ++k) {
-        const tape_option& a = more[k];
-        const tape_option& b = o.more[k];
-        if (a.xb != b.xb) return a.xb < b.xb;
-        if (a.fa != b.fa) return a.fa < b.fa;
-        if (a.bt != b.bt) return a.bt < b.bt;
-        if (a.fw != b.fw) return a.fw < b.fw;
-        if (a.bw != b.bw) return a.bw < b.bw;
-      }
-      return false;
+// A stage's token: its sizes, times and options (the first's figures in the order of a stage
+// without options, then the others'); the loss's bw[L], bt[L] in the first's place.
+struct stage_token {
+  size_type x0, x1, xb1, ft, fa, bt;
+  double fw, bw;
+  bool loss;
+  std::span<const tape_option> more;  // the options past the first
+  constexpr bool operator<(const stage_token& o) const {
+    if (loss != o.loss) return loss < o.loss;
+    if (x0 != o.x0) return x0 < o.x0;
+    if (x1 != o.x1) return x1 < o.x1;
+    if (xb1 != o.xb1) return xb1 < o.xb1;
+    if (ft != o.ft) return ft < o.ft;
+    if (fa != o.fa) return fa < o.fa;
+    if (bt != o.bt) return bt < o.bt;
+    if (fw != o.fw) return fw < o.fw;
+    if (bw != o.bw) return bw < o.bw;
+    if (more.size() != o.more.size()) return more.size() < o.more.size();
+    for (std::size_t k = 0; k < more.size(); ++k) {
+      const tape_option& a = more[k];
+      const tape_option& b = o.more[k];
+      if (a.xb != b.xb) return a.xb < b.xb;
+      if (a.fa != b.fa) return a.fa < b.fa;
+      if (a.bt != b.bt) return a.bt < b.bt;
+      if (a.fw != b.fw) return a.fw < b.fw;
+      if (a.bw != b.bw) return a.bw < b.bw;
     }
-  };
-  std::vector<std::pair<token, std::int32_t>> tokens;
+    return false;
+  }
+};
+
+// Every stage's token as a number (the loss's at L), equal where the tokens are; `count`: how
+// many numbers.
+constexpr std::vector<std::int32_t> stage_tokens(const model& md, std::int32_t& count) {
+  const auto n = static_cast<std::size_t>(md.L) + 1;
+  std::vector<std::pair<stage_token, std::int32_t>> tokens;
   tokens.reserve(n);
   for (std::size_t k = 0; k < n; ++k) {
     const bool loss = k == n - 1;
@@ -170,7 +168,19 @@ constexpr std::vector<std::int32_t> interval_classes(const model& md, std::int32
     if (k > 0 && tokens[k - 1].first < tokens[k].first) ++next;
     tok[static_cast<std::size_t>(tokens[k].second)] = next;
   }
-  ++next;
+  count = next + 1;
+  return tok;
+}
+
+// Gives every interval the number of its class: intervals with the same stages (sizes and times,
+// docs/model.md's arrays from i to l and x[l+1]) get the same number, and no other does. A stage's
+// token is its tuple (the loss's has no forward, so no interval ending at L matches another);
+// an interval's class is that of (its class without stage l, token of l), numbered by sorting.
+constexpr std::vector<std::int32_t> interval_classes(const model& md, std::int32_t& count) {
+  const std::int32_t L = md.L;
+  const auto n = static_cast<std::size_t>(L) + 1;
+  std::int32_t next = 0;
+  const std::vector<std::int32_t> tok = stage_tokens(md, next);
   std::vector<std::int32_t> kind;
   kind.assign(interval_count(L), 0);
   for (std::int32_t i = 0; i <= L; ++i)

@@ -35,6 +35,7 @@
 
 #include <remat/chain.hpp>
 #include <remat/detail/dp/engines/search_bounds.hpp>
+#include <remat/detail/dp/engines/search_memo.hpp>
 #include <remat/detail/dp/intervals.hpp>
 #include <remat/detail/dp/model.hpp>
 #include <remat/detail/dp/read_back.hpp>
@@ -55,73 +56,6 @@
 namespace remat::detail {
 
 namespace search {
-
-// A searched cell: its exact value and choice, or a lower bound of its value (24 bytes: the
-// table is read once per cell visited, mostly missing the cache).
-struct entry {
-  size_type m = -1;
-  double value = 0;
-  std::uint32_t c = 0;
-  std::int16_t choice = -1;  // at most tuning.search_max_stages
-  bool exact = false;
-  bool used = false;
-};
-static_assert(sizeof(entry) == 24);
-
-// Open addressing on (interval, memory), linear probing, kept at most half full.
-class memo {
- public:
-  memo() { slots_.resize(1024); }
-
-  entry* find(std::size_t c, size_type m) noexcept {
-    for (std::size_t k = hash(c, m) & mask();; k = (k + 1) & mask()) {
-      entry& e = slots_[k];
-      if (!e.used) return nullptr;
-      if (e.c == c && e.m == m) return &e;
-    }
-  }
-
-  entry& insert(std::size_t c, size_type m) {
-    if (2 * (size_ + 1) > slots_.size()) grow();
-    entry& e = place(c, m);
-    if (!e.used) {
-      e.used = true;
-      e.c = static_cast<std::uint32_t>(c);
-      e.m = m;
-      ++size_;
-    }
-    return e;
-  }
-
-  std::size_t size() const noexcept { return size_; }
-
- private:
-  std::vector<entry> slots_;
-  std::size_t size_ = 0;
-
-  std::size_t mask() const noexcept { return slots_.size() - 1; }
-
-  static std::size_t hash(std::size_t c, size_type m) noexcept {
-    std::uint64_t h = static_cast<std::uint64_t>(m) * 0x9E3779B97F4A7C15ULL ^
-                      static_cast<std::uint64_t>(c) * 0xC2B2AE3D27D4EB4FULL;
-    h ^= h >> 29;
-    return static_cast<std::size_t>(h);
-  }
-
-  entry& place(std::size_t c, size_type m) noexcept {
-    for (std::size_t k = hash(c, m) & mask();; k = (k + 1) & mask()) {
-      entry& e = slots_[k];
-      if (!e.used || (e.c == c && e.m == m)) return e;
-    }
-  }
-
-  void grow() {
-    std::vector<entry> old(slots_.size() * 2);
-    old.swap(slots_);
-    for (const entry& e : old)
-      if (e.used) place(e.c, e.m) = e;
-  }
-};
 
 // A cell's value under a limit: below the limit it is exact; at or above, a lower bound (`exact`
 // says which: base cases and cells already solved give their value whatever the limit).
@@ -195,36 +129,7 @@ class engine {
     // a good schedule early bounds the others tightly.
     const std::size_t base = candidates_.size();
     double skipped = infinite_time;  // the least lower bound of the branches not searched
-    const std::span<const tape_option> options = md_.options(i);
-    if (i == l) {
-      for (std::size_t p = 0; p < options.size(); ++p) {
-        const tape_option& o = options[p];
-        if (m < tape_ops_memory(md_, i, l, o)) continue;
-        push({o.fw + o.bw, o.fw + o.bw, 0, tape_order(p)}, limit, skipped);
-        spend();
-      }
-    } else if (m >= mmin_[c]) {
-      if (branches_ == dp_branches::tape_and_checkpoint)
-        for (std::size_t p = 0; p < options.size(); ++p) {
-          const tape_option& o = options[p];
-          if (m < tape_ops_memory(md_, i, l, o) || m < o.xb) continue;
-          const double own = o.fw + o.bw;
-          const double floor_rest = lower(interval_index(md_.L, i + 1, l), m - o.xb);
-          push({own + floor_rest, own, 0, tape_order(p)}, limit, skipped);
-          spend();
-        }
-      double forward = 0;
-      for (std::int32_t j = i + 1; j <= l; ++j) {
-        forward += md_.fw[at(j - 1)];
-        // The branch's own forwards, non-decreasing in j.
-        if (m < md_.x[at(l + 1)] + forwards_[interval_index(md_.L, i, j - 1)]) break;
-        if (m < md_.x[at(j)]) continue;
-        const double floor_right = lower(interval_index(md_.L, j, l), m - md_.x[at(j)]);
-        const double floor_left = lower(interval_index(md_.L, i, j - 1), m);
-        push({forward + floor_right + floor_left, forward, floor_left, j}, limit, skipped);
-        spend();
-      }
-    }
+    list_branches(i, l, m, c, limit, skipped);
     if (stopped_) {
       candidates_.resize(base);
       return {limit, false};
@@ -233,61 +138,10 @@ class engine {
               [](const candidate& a, const candidate& b) {
                 return a.floor < b.floor || (a.floor == b.floor && a.j < b.j);
               });
-    double best = infinite_time;  // below the limit once set
-    std::int32_t choice = -1;
-    const std::size_t end = candidates_.size();
-    for (std::size_t k = base; k < end; ++k) {
-      const candidate cand = candidates_[k];
-      // Ties go to the dense DP's first branch (tape, then j up): a branch before the best may
-      // still win by equalling it (on the grid, v < best + q).
-      const double bound = std::min(limit, best);
-      const double win = best < limit && cand.j < choice ? best + md_.time_quantum : bound;
-      if (cand.floor >= win) {
-        skipped = std::min(skipped, cand.floor);
-        if (cand.floor >= bound + md_.time_quantum) break;  // and so are all after it
-        continue;
-      }
-      double v = 0;
-      if (cand.j < 0 && i == l) {
-        v = cand.own;
-      } else if (cand.j < 0) {
-        const bounded rest =
-            value(i + 1, l, m - options[at(cand.j + tape_orders)].xb, win - cand.own);
-        v = cand.own + rest.value;
-      } else {
-        const bounded right =
-            value(cand.j, l, m - md_.x[at(cand.j)], win - cand.own - cand.floor_left);
-        if (stopped_) break;
-        v = cand.own + right.value + cand.floor_left;
-        if (v < win) {
-          const bounded left = value(i, cand.j - 1, m, win - cand.own - right.value);
-          v = cand.own + right.value + left.value;
-        }
-      }
-      if (stopped_) break;
-      // Below `win` the parts were exact (a bound is at or above its limit).
-      if (v < win) {
-        best = v;
-        choice = cand.j;
-      } else {
-        skipped = std::min(skipped, v);
-      }
-    }
+    const searched found = search_branches(i, l, m, base, limit, skipped);
     candidates_.resize(base);
     if (stopped_) return {limit, false};
-    entry& e = memo_.insert(c, m);
-    if (best < limit) {
-      e.value = std::max(b_.S[c], best);
-      e.choice = static_cast<std::int16_t>(
-          choice < 0 ? tape_choice(static_cast<std::size_t>(choice + tape_orders)) : choice);
-      e.exact = true;
-      return {e.value, true};
-    }
-    // Every branch was skipped at or above the limit (or has no finite value, which m >= need
-    // rules out for at least one): their least bound bounds the cell.
-    const double floor = std::max(floor_value, skipped);
-    e.value = std::max(e.value, floor);
-    return {floor, false};
+    return record(c, m, found, limit, std::max(floor_value, skipped));
   }
 
   // The choice of a cell the search computed exactly, or of a base case.
@@ -352,6 +206,112 @@ class engine {
     else if ((u + 1) * unit <= m)
       ++u;
     return u;
+  }
+
+  // The branches of cell (i, l) at m that can be finite, with their lower bounds: those below
+  // the limit onto the stack, the least bound of the others in `skipped`.
+  void list_branches(std::int32_t i, std::int32_t l, size_type m, std::size_t c, double limit,
+                     double& skipped) {
+    const std::span<const tape_option> options = md_.options(i);
+    if (i == l) {
+      for (std::size_t p = 0; p < options.size(); ++p) {
+        const tape_option& o = options[p];
+        if (m < tape_ops_memory(md_, i, l, o)) continue;
+        push({o.fw + o.bw, o.fw + o.bw, 0, tape_order(p)}, limit, skipped);
+        spend();
+      }
+    } else if (m >= mmin_[c]) {
+      if (branches_ == dp_branches::tape_and_checkpoint)
+        for (std::size_t p = 0; p < options.size(); ++p) {
+          const tape_option& o = options[p];
+          if (m < tape_ops_memory(md_, i, l, o) || m < o.xb) continue;
+          const double own = o.fw + o.bw;
+          const double floor_rest = lower(interval_index(md_.L, i + 1, l), m - o.xb);
+          push({own + floor_rest, own, 0, tape_order(p)}, limit, skipped);
+          spend();
+        }
+      double forward = 0;
+      for (std::int32_t j = i + 1; j <= l; ++j) {
+        forward += md_.fw[at(j - 1)];
+        // The branch's own forwards, non-decreasing in j.
+        if (m < md_.x[at(l + 1)] + forwards_[interval_index(md_.L, i, j - 1)]) break;
+        if (m < md_.x[at(j)]) continue;
+        const double floor_right = lower(interval_index(md_.L, j, l), m - md_.x[at(j)]);
+        const double floor_left = lower(interval_index(md_.L, i, j - 1), m);
+        push({forward + floor_right + floor_left, forward, floor_left, j}, limit, skipped);
+        spend();
+      }
+    }
+  }
+
+  // The best branch found below the limit (`best` infinite: none) and its candidate's j.
+  struct searched {
+    double best = infinite_time;
+    std::int32_t choice = -1;
+  };
+
+  // The candidates of cell (i, l) at m from `base` on, sorted by bound, each searched with what
+  // is left of min(limit, best so far); those skipped lower `skipped`.
+  searched search_branches(std::int32_t i, std::int32_t l, size_type m, std::size_t base,
+                           double limit, double& skipped) {
+    const std::span<const tape_option> options = md_.options(i);
+    searched r;  // r.best is below the limit once set
+    const std::size_t end = candidates_.size();
+    for (std::size_t k = base; k < end; ++k) {
+      const candidate cand = candidates_[k];
+      // Ties go to the dense DP's first branch (tape, then j up): a branch before the best may
+      // still win by equalling it (on the grid, v < best + q).
+      const double bound = std::min(limit, r.best);
+      const double win = r.best < limit && cand.j < r.choice ? r.best + md_.time_quantum : bound;
+      if (cand.floor >= win) {
+        skipped = std::min(skipped, cand.floor);
+        if (cand.floor >= bound + md_.time_quantum) break;  // and so are all after it
+        continue;
+      }
+      double v = 0;
+      if (cand.j < 0 && i == l) {
+        v = cand.own;
+      } else if (cand.j < 0) {
+        const bounded rest =
+            value(i + 1, l, m - options[at(cand.j + tape_orders)].xb, win - cand.own);
+        v = cand.own + rest.value;
+      } else {
+        const bounded right =
+            value(cand.j, l, m - md_.x[at(cand.j)], win - cand.own - cand.floor_left);
+        if (stopped_) break;
+        v = cand.own + right.value + cand.floor_left;
+        if (v < win) {
+          const bounded left = value(i, cand.j - 1, m, win - cand.own - right.value);
+          v = cand.own + right.value + left.value;
+        }
+      }
+      if (stopped_) break;
+      // Below `win` the parts were exact (a bound is at or above its limit).
+      if (v < win) {
+        r.best = v;
+        r.choice = cand.j;
+      } else {
+        skipped = std::min(skipped, v);
+      }
+    }
+    return r;
+  }
+
+  // Cell c at m into the memo: exact where a branch was found below the limit; otherwise every
+  // branch was skipped at or above the limit (or has no finite value, which m >= need rules out
+  // for at least one), and `floor`, the least of their bounds and the cell's own, bounds it.
+  bounded record(std::size_t c, size_type m, const searched& found, double limit, double floor) {
+    entry& e = memo_.insert(c, m);
+    if (found.best < limit) {
+      e.value = std::max(b_.S[c], found.best);
+      e.choice = static_cast<std::int16_t>(
+          found.choice < 0 ? tape_choice(static_cast<std::size_t>(found.choice + tape_orders))
+                           : found.choice);
+      e.exact = true;
+      return {e.value, true};
+    }
+    e.value = std::max(e.value, floor);
+    return {floor, false};
   }
 
   // One more branch looked at; past the cap, the search stops.
