@@ -151,18 +151,10 @@ TEST_CASE("alternatives: chosen where they pay, autograd's gradients, every op's
   for (int i = 0; i <= 23; ++i) {
     const remat::size_type budget = least + (store_all - least) * i / 23;
     CAPTURE(budget);
-    const chain_cases::state ref = chain_cases::reference_step(m, 7);
-    chain_cases::reset(m, before, /*zero=*/true);
-    at::manual_seed(7);
-    const remat::torch::step_result r = ex.step(m.input, m.loss, budget);
-    REQUIRE(r.feasible);
-    chain_cases::state got = chain_cases::state_of(m);
-    got.input_grad = r.input_gradient;
-    chain_cases::check_same(got, ref, true);
+    const remat::torch::step_result r = chain_cases::step_beside_autograd(m, ex, before, budget);
     CHECK(r.as_predicted);
     CHECK(r.op_peaks == r.expected_op_peaks);
     CHECK(r.measured_peak <= budget);
-    chain_cases::reset(m, before, /*zero=*/false);
     if (!records_an_alternative(r.schedule)) continue;
     ++with_alternatives;
     // Below the middle, where the plain stages recompute a linear layer that an alternative's
@@ -219,16 +211,8 @@ TEST_CASE("alternatives: a tape an alternative recorded is offloaded whole") {
       continue;
     CAPTURE(budget);
     const chain_cases::state before = chain_cases::state_of(m);
-    const chain_cases::state ref = chain_cases::reference_step(m, 7);
-    chain_cases::reset(m, before, /*zero=*/true);
-    at::manual_seed(7);
-    const remat::torch::step_result r = ex.step(m.input, m.loss, budget);
-    REQUIRE(r.feasible);
-    chain_cases::state got = chain_cases::state_of(m);
-    got.input_grad = r.input_gradient;
-    chain_cases::check_same(got, ref, true);
+    const remat::torch::step_result r = chain_cases::step_beside_autograd(m, ex, before, budget);
     CHECK(r.measured_peak <= r.schedule.peak_memory);
-    chain_cases::reset(m, before, /*zero=*/false);
     if (++runs == 3) break;
   }
   MESSAGE("steps whose schedule offloads an alternative's tape: " << runs);

@@ -92,6 +92,24 @@ inline state reference_step(const model& m, std::uint64_t seed) {
   return s;
 }
 
+// One step of `ex` at `budget` and one of plain autograd, both from `before` and seed 7: the
+// gradients, buffers and input gradient must be equal. The model is left at `before` with its
+// gradients kept; the step's result is returned for the caller's own checks.
+inline remat::torch::step_result step_beside_autograd(const model& m, remat::torch::executor& ex,
+                                                      const state& before,
+                                                      remat::size_type budget) {
+  const state ref = reference_step(m, 7);
+  reset(m, before, /*zero=*/true);
+  at::manual_seed(7);
+  remat::torch::step_result r = ex.step(m.input, m.loss, budget);
+  REQUIRE(r.feasible);
+  state got = state_of(m);
+  got.input_grad = r.input_gradient;
+  check_same(got, ref, true);
+  reset(m, before, /*zero=*/false);
+  return r;
+}
+
 // The profile leaves the model as it was; then every solver, at budgets from its least feasible
 // to store-all, gives autograd's gradients and buffers, and every op allocates what the profile
 // predicts, within the budget. Returns the profile.
@@ -116,21 +134,13 @@ inline remat::torch::profiled_chain check_every_schedule(const model& m) {
       const remat::size_type budget = least + (store_all - least) * i / 3;
       CAPTURE(remat::name(s));
       CAPTURE(budget);
-      const state ref = reference_step(m, 7);
-      reset(m, before, /*zero=*/true);
-      at::manual_seed(7);
-      const remat::torch::step_result r = ex.step(m.input, m.loss, budget);
-      REQUIRE(r.feasible);
-      state got = state_of(m);
-      got.input_grad = r.input_gradient;
-      check_same(got, ref, true);
+      const remat::torch::step_result r = step_beside_autograd(m, ex, before, budget);
       CHECK(r.within_budget);
       CHECK(r.as_predicted);
       CHECK(r.op_peaks == r.expected_op_peaks);
       CHECK(r.measured_peak == r.expected_peak);
       CHECK(r.expected_peak <= r.schedule.peak_memory);
       CHECK(r.measured_peak <= budget);
-      reset(m, before, /*zero=*/false);
     }
   }
   return p;
