@@ -204,6 +204,11 @@ struct solve_options {
   std::size_t coarsen = no_coarsening;
   /// Where the blocks are cut when coarsening.
   boundary_rule coarse_boundaries = boundary_rule::least_loss;
+  /// `exhaustive` only: also search schedules in which F_none(k) drops a_k while t_{k+1} is
+  /// held. docs/model.md allows them, but an executor cannot run them as modelled: autograd's
+  /// recording of t_{k+1} holds a_k, so the drop frees nothing (docs/model.md, "Schedules an
+  /// executor can run"). Off by default; on, the search covers every op sequence of the model.
+  bool drop_recorded_inputs = false;
 };
 
 /// What a solver found for one budget.

@@ -1,4 +1,5 @@
 // remat::solve: dispatch by options; an infeasible budget is a result, bad requests are errors.
+#include <remat/detail/verify/recorded_inputs.hpp>
 #include <remat/simulate.hpp>
 #include <remat/solve.hpp>
 #include <remat/zoo.hpp>
@@ -8,6 +9,7 @@
 #include "chain_text.hpp"
 #include "random_chain.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <random>
 #include <string>
@@ -186,6 +188,10 @@ TEST_CASE("property: every solver keeps solve's contract") {
         REQUIRE(sim.valid());
         CHECK(sim.peak_memory <= budget);
         CHECK(sim.peak_memory == r.schedule.peak_memory);
+        // What an executor can run as modelled: no a_k dropped while the tape recorded from it
+        // is held (detail/verify/recorded_inputs.hpp).
+        CHECK(remat::detail::first_drop_of_recorded_input(r.schedule.ops, c.length()) ==
+              r.schedule.ops.size());
       } else {
         CHECK(r.schedule.ops.empty());
         CHECK((r.min_feasible_budget > budget || r.min_feasible_budget == solve_result::no_budget));
@@ -193,6 +199,38 @@ TEST_CASE("property: every solver keeps solve's contract") {
       CHECK_THROWS_AS((void)remat::solve(c, -1, {.solver = s}), remat::solver_error);
     }
   }
+}
+
+// The recording of t_{k+1} holds a_k in a framework, so a schedule an executor runs must not
+// drop a_k with F_none(k) while t_{k+1} is held: the drop would free nothing there. Every solver,
+// with and without a link to host memory, at budgets from 0 to store-all's peak.
+TEST_CASE("property: no solver drops the input of a held tape") {
+  std::mt19937_64 rng(48);
+  int schedules = 0;
+  for (int n = 0; n < 30; ++n) {
+    chain c = remat::testing::random_chain(rng, {1, 4, 10, true});
+    if (n % 3 == 0) remat::testing::add_random_options(rng, c, 2);
+    INFO(remat::testing::chain_text(c));
+    const size_type top =
+        remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length()))).peak_memory;
+    for (solver s : remat::all_solvers) {
+      CAPTURE(remat::name(s));
+      chain linked = c;
+      if (remat::needs_link(s) || (s == solver::exhaustive && n % 2 == 1 && c.length() <= 2)) {
+        if (n % 3 == 0) continue;  // the searches with transfers take stages without options
+        linked.transfer = {4, 4};
+      }
+      for (size_type budget = 0; budget <= top; budget += std::max<size_type>(1, top / 12)) {
+        CAPTURE(budget);
+        const solve_result r = remat::solve(linked, budget, {.solver = s});
+        if (!r.feasible) continue;
+        ++schedules;
+        CHECK(remat::detail::first_drop_of_recorded_input(r.schedule.ops, c.length()) ==
+              r.schedule.ops.size());
+      }
+    }
+  }
+  MESSAGE(schedules << " schedules checked");
 }
 
 // `solve_options::threads` changes how fast the DP solvers are, never what they find. On networks

@@ -1,10 +1,17 @@
-// Exhaustive search: the least-time schedule over *all* op sequences, persistent or not, with
+// Exhaustive search: the least-time schedule over all op sequences, persistent or not, with
 // the transfer ops where the chain has a `transfer` (detail/exhaustive/timed_search.hpp).
 //
 // A state is the set of held tensors (a_0..a_L, t_1..t_L, g_0..g_L); every op of docs/model.md
 // whose peak fits the budget is an edge weighted by its time, and Dijkstra finds the cheapest path
 // from {a_0} to any state holding g_0. Exponential in the chain length: the ground truth for tests
 // on chains of a handful of stages.
+//
+// What the search leaves out unless `solve_options::drop_recorded_inputs`: F_none(k) while
+// t_{k+1} is held. The model lets that op drop a_k and later re-make it for B(k), but in a
+// framework the recording of t_{k+1} holds a_k (autograd saves a stage's input for its
+// backward), so the drop frees nothing and the schedule would peak above its prediction
+// (docs/model.md, "Schedules an executor can run"). No persistent schedule has such an op, so
+// the search is never worse than the optimal solver either way.
 #pragma once
 
 #include <remat/chain.hpp>
@@ -36,7 +43,9 @@ namespace detail {
 // bits past the held set).
 class held_state_space {
  public:
-  explicit held_state_space(const chain& c) : c_(c), L_(static_cast<std::int32_t>(c.length())) {
+  // `drop_recorded_inputs`: solve_options' (F_none(k) also while t_{k+1} is held).
+  explicit held_state_space(const chain& c, bool drop_recorded_inputs = false)
+      : c_(c), L_(static_cast<std::int32_t>(c.length())), drop_recorded_(drop_recorded_inputs) {
     shift_.assign(c.length() + 1, 0);
     width_.assign(c.length() + 1, 0);
     auto next = static_cast<std::uint32_t>(3 * L_ + 2);
@@ -65,7 +74,8 @@ class held_state_space {
         const state out = s | bit_a(k + 1);
         const size_type peak = memory(out) + st.forward_overhead;
         f(f_ck(k), out, st.forward_time, peak);
-        f(f_none(k), out & ~bit_a(k), st.forward_time, peak);
+        if (drop_recorded_ || !has(s, bit_t(k + 1)))
+          f(f_none(k), out & ~bit_a(k), st.forward_time, peak);
       }
       if (!has(s, bit_t(k + 1))) {
         for (std::size_t o = 0; o < option_count(st); ++o) {
@@ -122,6 +132,7 @@ class held_state_space {
 
   const chain& c_;
   std::int32_t L_;
+  bool drop_recorded_;
   std::vector<std::uint32_t> shift_;  // [k]: the first bit of t_k's option
   std::vector<std::uint32_t> width_;  // [k]: its bits
 };
@@ -132,9 +143,10 @@ class held_state_space {
 // there is one.
 template <class Cost, class Combine>
 std::pair<bool, std::vector<op>> exhaustive_search(const chain& c, size_type budget,
-                                                   Cost start_cost, Combine combine) {
+                                                   Cost start_cost, Combine combine,
+                                                   bool drop_recorded_inputs = false) {
   using state = held_state_space::state;
-  const held_state_space space(c);
+  const held_state_space space(c, drop_recorded_inputs);
   struct node {
     Cost cost;
     state prev;
@@ -179,7 +191,9 @@ std::pair<bool, std::vector<op>> exhaustive_search(const chain& c, size_type bud
 /// The least-time schedule over all op sequences that fit `budget` (sizes as given, no
 /// discretization). Refuses chains longer than `exhaustive_max_stages` with a `solver_error`.
 template <chain_like C>
-solve_result solve_exhaustive(const C& chain_in, size_type budget, const solve_options& = {}) {
+solve_result solve_exhaustive(const C& chain_in, size_type budget,
+                              const solve_options& options = {}) {
+  const bool drop = options.drop_recorded_inputs;
   const chain c = to_chain(chain_in);
   if (budget < 0) detail::throw_solver_error("the budget must be >= 0");
   if (c.length() > exhaustive_max_stages)
@@ -204,14 +218,14 @@ solve_result solve_exhaustive(const C& chain_in, size_type budget, const solve_o
                        .peak_memory;  // feasible
     while (lo < hi) {
       const size_type mid = lo + (hi - lo) / 2;
-      if (!detail::timed_search(c, mid).run().first.empty())
+      if (!detail::timed_search(c, mid, drop).run().first.empty())
         hi = mid;
       else
         lo = mid + 1;
     }
     solve_result out;
     if (budget >= hi) {
-      auto [ops, searched] = detail::timed_search(c, budget).run();
+      auto [ops, searched] = detail::timed_search(c, budget, drop).run();
       const double makespan = detail::replay(c, ops).makespan;
       if (!(std::abs(makespan - searched) <= 1e-9 * std::max(1.0, makespan)))
         detail::throw_internal_error("exhaustive", "replays in " + std::to_string(makespan) +
@@ -226,7 +240,7 @@ solve_result solve_exhaustive(const C& chain_in, size_type budget, const solve_o
   // Store-all is always a path, so the least-peak search always succeeds.
   const auto least_peak = detail::exhaustive_search(
       c, std::numeric_limits<size_type>::max(), c.input_size,
-      [](size_type path, double, size_type peak) { return std::max(path, peak); });
+      [](size_type path, double, size_type peak) { return std::max(path, peak); }, drop);
   const size_type min_budget = detail::replay(c, least_peak.second).peak_memory;
   if (budget < min_budget) {
     solve_result out;
@@ -235,7 +249,7 @@ solve_result solve_exhaustive(const C& chain_in, size_type budget, const solve_o
     return out;
   }
   auto fastest = detail::exhaustive_search(
-      c, budget, 0.0, [](double path, double time, size_type) { return path + time; });
+      c, budget, 0.0, [](double path, double time, size_type) { return path + time; }, drop);
   const double makespan = detail::replay(c, fastest.second).makespan;
   solve_result out =
       detail::finish(c, solver::exhaustive, budget, std::move(fastest.second), makespan);

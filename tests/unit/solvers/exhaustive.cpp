@@ -1,6 +1,7 @@
 // The exhaustive search: the ground truth the persistent DP is measured against. On random small
 // chains it is never slower than the optimal DP, feasible wherever the DP is, and its schedules
-// replay to what it claims; hand-made chains show it beating the DP; it refuses long chains.
+// replay to what it claims; hand-made chains show it beating the DP where it may drop the input
+// of a held tape; it refuses long chains.
 #include <remat/solvers/exhaustive.hpp>
 
 #include <remat/simulate.hpp>
@@ -39,9 +40,11 @@ bool close(double a, double b) {
 
 // Solves `c` at `budget` with both solvers and checks the exhaustive result against its replay
 // and against the DP's. Returns the exhaustive result.
-solve_result check_against_optimal(const chain& c, size_type budget) {
+solve_result check_against_optimal(const chain& c, size_type budget,
+                                   const remat::solve_options& options = {}) {
   CAPTURE(budget);
-  const solve_result e = remat::solve_exhaustive(c, budget);
+  CAPTURE(options.drop_recorded_inputs);
+  const solve_result e = remat::solve_exhaustive(c, budget, options);
   const solve_result o = remat::solve_optimal(c, budget, exact);
   CHECK(e.budget == budget);
   CHECK(e.unit == 1);
@@ -83,8 +86,11 @@ TEST_CASE("property: random chains of at most 5 stages, several budgets") {
     const size_type top = remat::simulate(c, remat::store_all_ops(stages)).peak_memory;
     const size_type least = remat::solve_optimal(c, 0, exact).min_feasible_budget;
 
-    // At the DP's least budget: this also gives the search's own least budget.
+    // At the DP's least budget: this also gives the search's own least budget. The search over
+    // every op sequence of the model (drop_recorded_inputs) is never worse than the default one.
     const size_type own_least = check_against_optimal(c, least).min_feasible_budget;
+    const solve_result model = check_against_optimal(c, least, {.drop_recorded_inputs = true});
+    CHECK(model.min_feasible_budget <= own_least);
 
     // A random budget up to a little above store-all's peak.
     check_against_optimal(c, std::uniform_int_distribution<size_type>(least, top + 2)(rng));
@@ -111,18 +117,25 @@ TEST_CASE("property: random chains of at most 5 stages, several budgets") {
 // F_all(0) either before F_all(1) (t1 held during it: 5 + 3 + 6 = 14) or, checkpointing a1,
 // after B(1), holding g1: 4 + 5 + 5 = 14. The search records t1 between the loss and B(1), when
 // only t2 (3) is held: F_ck(0) F_all(1) F_none(1) loss F_all(0) B(1) B(0), peak 13. F_none(1)
-// reruns stage 1 only to drop a1 (its output a2 is empty).
+// reruns stage 1 only to drop a1 (its output a2 is empty) while t2 is held: a schedule of the
+// model that no executor runs as modelled (t2's recording holds a1), so the search finds it only
+// when asked (`drop_recorded_inputs`), and by default fits where the persistent ones do.
 TEST_CASE("the search fits below the least persistent budget") {
   chain c;
   c.stages = {{1, 1, 4, 5, 5, 2}, {1, 1, 0, 3, 6, 0}};
   CHECK(remat::solve_optimal(c, 0, exact).min_feasible_budget == 14);
   CHECK_FALSE(remat::solve_optimal(c, 13, exact).feasible);
 
-  const solve_result e = remat::solve_exhaustive(c, 13);
+  const solve_result runnable = remat::solve_exhaustive(c, 13);
+  CHECK(runnable.min_feasible_budget == 14);
+  CHECK_FALSE(runnable.feasible);
+
+  const remat::solve_options model{.drop_recorded_inputs = true};
+  const solve_result e = remat::solve_exhaustive(c, 13, model);
   CHECK(e.min_feasible_budget == 13);
   REQUIRE(e.feasible);
   CHECK(remat::simulate(c, e.schedule).fits(13));
-  CHECK_FALSE(remat::solve_exhaustive(c, 12).feasible);
+  CHECK_FALSE(remat::solve_exhaustive(c, 12, model).feasible);
 
   using remat::f_all;
   const std::vector<remat::op> by_hand = {remat::f_ck(0),    f_all(1), remat::f_none(1),
@@ -142,7 +155,9 @@ TEST_CASE("the search fits below the least persistent budget") {
 // At 11, F_ck(0) F_all(1) F_none(1) F_all(2) loss B(2) F_all(0) B(1) B(0) holds t2 and a2 at
 // once (stage 1 run twice, 0.5 each) and recomputes stage 0 once: 7 + 0.5 + 2 = 9.5, peak 11 in
 // F_none(1) (a1 t2 a2 + 4), B(2) and B(1). The best persistent schedule takes 11.5: the
-// library's DP and the independent transcription of docs/model.md agree.
+// library's DP and the independent transcription of docs/model.md agree. F_none(1) drops a1
+// while t2 is held, so the search finds it only when asked (`drop_recorded_inputs`); by default
+// it finds the persistent optimum.
 TEST_CASE("the search beats the best persistent schedule") {
   chain c;
   c.stages = {{2, 1.5, 3, 4, 1, 0}, {0.5, 1.5, 2, 2, 4, 0}, {1, 0, 0, 3, 0, 2}};
@@ -153,7 +168,11 @@ TEST_CASE("the search beats the best persistent schedule") {
   CHECK(o.schedule.makespan == 11.5);
   CHECK(remat::testing::reference_dp(c)(11) == 11.5);
 
-  const solve_result e = remat::solve_exhaustive(c, 11);
+  const solve_result runnable = remat::solve_exhaustive(c, 11);
+  REQUIRE(runnable.feasible);
+  CHECK(runnable.schedule.makespan == 11.5);
+
+  const solve_result e = remat::solve_exhaustive(c, 11, {.drop_recorded_inputs = true});
   REQUIRE(e.feasible);
   CHECK(e.schedule.makespan == 9.5);
   CHECK(remat::simulate(c, e.schedule).fits(11));

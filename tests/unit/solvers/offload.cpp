@@ -149,7 +149,7 @@ std::optional<double> judge(const remat::chain& c, size_type budget, const remat
                             std::size_t states, gap_counts& g) {
   std::vector<remat::op> best;
   try {
-    best = remat::detail::timed_search(c, budget, states).run().first;
+    best = remat::detail::timed_search(c, budget, false, states).run().first;
   } catch (const remat::solver_error&) {
     ++g.gave_up;
     return std::nullopt;

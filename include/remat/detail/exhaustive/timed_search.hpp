@@ -35,12 +35,15 @@ class timed_search {
   // The most states the search closes by default before it gives up (a solver_error).
   static constexpr std::size_t default_max_states = 2'000'000;
 
-  timed_search(const chain& c, size_type budget, std::size_t max_states = default_max_states)
+  // `drop_recorded_inputs`: solve_options' (F_none(k) also while t_{k+1} is held).
+  timed_search(const chain& c, size_type budget, bool drop_recorded_inputs = false,
+               std::size_t max_states = default_max_states)
       : c_(c),
         budget_(budget),
         L_(static_cast<std::int32_t>(c.length())),
         n_(2 * static_cast<std::size_t>(L_) + 1),
-        max_states_(max_states) {}
+        max_states_(max_states),
+        drop_recorded_(drop_recorded_inputs) {}
 
   // The fastest sequence within the budget and its makespan; empty where none fits.
   std::pair<std::vector<op>, double> run() {
@@ -260,7 +263,9 @@ class timed_search {
                   st.forward_overhead, {}, -1, st.forward_time);
           std::vector<std::size_t> drops;
           if (s.held[a(k)]) drops.push_back(a(k));
-          if (!drops.empty())
+          // Not while t_{k+1} is held, on the device or the host (its recording holds a_k),
+          // unless asked (solvers/exhaustive.hpp, "What the search leaves out").
+          if (!drops.empty() && (drop_recorded_ || (!s.held[t(k + 1)] && !s.host[t(k + 1)])))
             compute(f_none(k), {r}, static_cast<std::ptrdiff_t>(a(k + 1)), 0, x(k + 1),
                     st.forward_overhead, drops, -1, st.forward_time);
         }
@@ -339,6 +344,7 @@ class timed_search {
   std::int32_t L_;
   std::size_t n_;  // movable tensors: a_0..a_L at 0..L, t_1..t_L at L+1..2L
   std::size_t max_states_;
+  bool drop_recorded_;
 };
 
 }  // namespace remat::detail
