@@ -584,27 +584,49 @@ def _fuse_aliasing(stages, sample, rng):
     return out, fused
 
 
-def _budget_bytes(budget, store_all):
-    """A budget as bytes: an int, a size string ("8GB", "512MiB", remat.parse_size's) or a share
-    of the store-all peak ("40%"); `store_all` gives that peak when asked."""
+def _budget_bytes(budget, store_all, least):
+    """A budget as bytes: an int, a size string ("8GB", "512MiB", remat.parse_size's), a share
+    of the store-all peak ("40%"), the least budget any schedule fits ("least"), or that plus a
+    share of the span from it to the store-all peak ("least+40%": least + 0.4 * (store-all -
+    least)). `store_all` and `least` give those figures when asked. Sizes depend on the machine
+    that measures them (its CPU picks kernels, workspaces and layouts), so the last two forms are
+    the ones that name a feasible budget on any machine."""
     if isinstance(budget, str):
         text = budget.strip()
+        lowered = text.replace(" ", "").lower()
+        if lowered == "least":
+            return int(least())
+        if lowered.startswith("least+") and lowered.endswith("%"):
+            share = _share(lowered[len("least+"):-1])
+            if not 0 <= share <= 100:
+                raise ValueError(f"budget '{budget}': 'least+N%' takes a share from 0 to 100 of "
+                                 "the span from the least budget to the store-all peak (e.g. "
+                                 "'least+40%')")
+            low, high = least(), store_all()
+            return int(low + max(0, high - low) * share / 100)
         if text.endswith("%"):
-            try:
-                share = float(text[:-1])
-            except ValueError:
-                share = -1.0
+            share = _share(text[:-1])
             if not 0 < share <= 1000:
                 raise ValueError(f"budget '{budget}': a share of the store-all peak must be a "
-                                 "number above 0 followed by % (e.g. '40%')")
+                                 "number above 0 followed by % (e.g. '40%'); 'least' and "
+                                 "'least+40%' are relative to the least budget")
             return int(store_all() * share / 100)
         return parse_size(text)
     if isinstance(budget, bool) or not isinstance(budget, numbers.Integral):
-        raise TypeError(f"budget must be bytes (an int), a size ('8GB', '512MiB') or a share of "
-                        f"the store-all peak ('40%'), not {type(budget).__name__}")
+        raise TypeError(f"budget must be bytes (an int), a size ('8GB', '512MiB'), a share of "
+                        f"the store-all peak ('40%'), 'least' or 'least+40%', not "
+                        f"{type(budget).__name__}")
     if budget < 0:
         raise ValueError(f"budget must be >= 0 (got {budget})")
     return int(budget)
+
+
+def _share(text):
+    """The number of a share ("40" of "40%"); -1 where it is none."""
+    try:
+        return float(text)
+    except ValueError:
+        return -1.0
 
 
 # --- running a schedule ----------------------------------------------------------------------------
@@ -739,12 +761,22 @@ class _Entry:
     profile: Profile
     plans: dict = field(default_factory=dict)  # (budget, solver, slots) -> _Schedule
     store_all_peak: int = None
+    least_budgets: dict = field(default_factory=dict)  # solver -> its least budget
 
     def store_all(self):
         if self.store_all_peak is None:
             self.store_all_peak = solve(self.profile.chain, 1 << 62,
                                         solver="store-all").peak_memory
         return self.store_all_peak
+
+    def least(self, solver, slots):
+        """The least budget `solver` fits at this shape (the store-all peak where none does)."""
+        if (solver, slots) not in self.least_budgets:
+            least = solve(self.profile.chain, 0, solver=solver, slots=slots).min_feasible_budget
+            if least is None or least < 0 or least >= 1 << 62:
+                least = self.store_all()
+            self.least_budgets[(solver, slots)] = least
+        return self.least_budgets[(solver, slots)]
 
 
 class Checkpointed(torch.nn.Module):
@@ -762,7 +794,11 @@ class Checkpointed(torch.nn.Module):
     first tensor argument, and the other arguments must need no gradient. An input of another
     shape is profiled when it first comes.
 
-    `budget`: bytes, a size string ("8GB", "512MiB") or a share of the store-all peak ("40%").
+    `budget`: bytes, a size string ("8GB", "512MiB"), a share of the store-all peak ("40%"),
+    the least budget that fits ("least"), or that plus a share of the span up to the store-all
+    peak ("least+40%"). Sizes are measured on the machine that runs the step: its CPU or GPU
+    picks kernels, workspaces and layouts, so a budget in bytes or as a share of store-all that
+    fits on one machine may not on another; "least" and "least+N%" fit on any.
     `loss` is the function you train with, of what the model returns (default: the mean
     square); it is used only to profile the loss, so that the prediction of the loss's memory
     is exact. `slots` is passed to remat.solve.
@@ -936,10 +972,14 @@ class Checkpointed(torch.nn.Module):
     def budget_bytes(self):
         """The budget in bytes at the last input shape ("40%" resolved against that shape's
         store-all peak)."""
-        return _budget_bytes(self.budget, self._current[0].store_all)
+        return self._budget_of(self._current[0])
+
+    def _budget_of(self, entry):
+        return _budget_bytes(self.budget, entry.store_all,
+                             lambda: entry.least(self.solver, self.slots))
 
     def _plan_for_key(self, entry):
-        budget = _budget_bytes(self.budget, entry.store_all)
+        budget = self._budget_of(entry)
         k = (budget, self.solver, self.slots)
         if k not in entry.plans:
             entry.plans[k] = _Schedule(entry.profile, solve(entry.profile.chain, budget,
@@ -967,7 +1007,8 @@ class Checkpointed(torch.nn.Module):
         if not plan.feasible:
             raise BudgetError(
                 f"no schedule fits {plan.budget} bytes at input {tuple(x.shape)} "
-                f"({plan.solver}); the least is {plan.min_feasible_budget} bytes",
+                f"({plan.solver}); the least is {plan.min_feasible_budget} bytes (sizes are "
+                f"measured on this machine; budget='least+N%' names a feasible budget on any)",
                 plan.min_feasible_budget)
         self.last = None
         y = _Run.apply(self, entry, schedule, x, self._probe)

@@ -331,7 +331,27 @@ class Tracing(unittest.TestCase):
         self.assertEqual(m.budget_bytes, 8 * 10**9)
         m.budget = "512MiB"
         self.assertEqual(m.plan.budget, 512 << 20)
-        for bad, error in (("12XB", ValueError), ("-3%", ValueError), (1.5, TypeError)):
+        # Relative to the least budget: what fits on any machine, whatever its sizes.
+        least = remat.solve(m.chain, 0).min_feasible_budget
+        self.assertLess(least, store_all)
+        m.budget = "least"
+        self.assertEqual(m.budget_bytes, least)
+        m.budget = "least+50%"
+        self.assertEqual(m.budget_bytes, least + (store_all - least) // 2)
+        m.budget = " Least + 100% "
+        self.assertEqual(m.budget_bytes, store_all)
+        m.budget = "least+0%"
+        LOSS.__func__(m(x)).backward()
+        self.assertTrue(m.within_budget and m.as_predicted)
+        self.assertEqual(m.plan.budget, least)
+        with self.assertRaises(rt.BudgetError) as e:
+            m.budget = least - 1
+            m(x)
+        self.assertIn(f"the least is {least} bytes", str(e.exception))
+        self.assertIn("budget='least+N%'", str(e.exception))
+        for bad, error in (("12XB", ValueError), ("-3%", ValueError), (1.5, TypeError),
+                           ("least+101%", ValueError), ("least+x%", ValueError),
+                           ("least-5%", ValueError)):
             m.budget = bad
             with self.assertRaises(error):
                 m.budget_bytes
