@@ -1,0 +1,251 @@
+"""remat.torch.Checkpointed under torch.autocast (docs/python.md, "Mixed precision"): a step under
+CPU bfloat16 autocast gives the gradients, input gradient and buffers that the model run plainly
+under the same autocast gives, bit for bit, at the least, a middle and the store-all budget, every
+op allocating what the profile (taken under that autocast state) predicts; the profile is keyed
+on the autocast state as on the input's shape; recomputations run under the state of the forward
+they repeat, wherever the caller runs the backward. Also what is refused, and how it is said:
+an output whose dtype differs from the profiled one. On a GPU:
+float16 autocast with GradScaler, the same comparisons."""
+
+import copy
+import gc
+import os
+import unittest
+
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+import torch
+
+import remat
+import remat.torch as rt
+
+
+def _cpu_bf16_autocast_works():
+    """Why CPU bfloat16 autocast cannot run the models here (None: it can)."""
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = torch.nn.Linear(4, 4)(torch.randn(2, 4))
+    except Exception as e:  # noqa: BLE001 - the reason goes into the skip
+        return f"CPU bfloat16 autocast fails in torch {torch.__version__}: {e}"
+    if y.dtype != torch.bfloat16:
+        return f"CPU autocast in torch {torch.__version__} does not cast a Linear to bfloat16"
+    return None
+
+
+CPU_BF16_MISSING = _cpu_bf16_autocast_works()
+
+
+def mlp_stages(dim=64, hidden=256, depth=4):
+    """Linear layers (autocast casts them to the low precision), GELUs (kept in it) and a
+    dropout (a recomputation must draw its masks again), then a head."""
+    stages = [torch.nn.Sequential(torch.nn.Linear(dim, hidden), torch.nn.GELU(),
+                                  torch.nn.Dropout(0.1), torch.nn.Linear(hidden, dim),
+                                  torch.nn.Tanh())
+              for _ in range(depth)]
+    stages.append(torch.nn.Linear(dim, 10))
+    return stages
+
+
+class Skips(torch.nn.Module):
+    """A traced model: skip connections, an in-place ReLU after each sum."""
+
+    def __init__(self, dim=48, blocks=4):
+        super().__init__()
+        self.inp = torch.nn.Linear(dim, dim)
+        self.fs = torch.nn.ModuleList(torch.nn.Sequential(
+            torch.nn.Linear(dim, 4 * dim), torch.nn.ReLU(), torch.nn.Linear(4 * dim, dim))
+            for _ in range(blocks))
+        self.relu = torch.nn.ReLU(inplace=True)
+        self.out = torch.nn.Linear(dim, 4)
+
+    def forward(self, x):
+        x = self.relu(self.inp(x))
+        for f in self.fs:
+            x = self.relu(x + f(x))
+        return self.out(x)
+
+
+def cross_entropy_to(target):
+    return lambda y: torch.nn.functional.cross_entropy(y.float(), target)
+
+
+class Step:
+    """One training step as the caller writes it: the forward (and, where `backward_inside`, the
+    backward) under `autocast`; with a GradScaler `scaler`, the loss scaled."""
+
+    def __init__(self, autocast, backward_inside=True, scaler=None):
+        self.autocast, self.backward_inside, self.scaler = autocast, backward_inside, scaler
+
+    def __call__(self, model, x, loss):
+        with self.autocast():
+            l = loss(model(x))
+            if self.scaler is not None:
+                l = self.scaler.scale(l)
+            if self.backward_inside:
+                l.backward()
+        if not self.backward_inside:
+            l.backward()
+
+
+def step_and_compare(test, m, model, x, loss, budget, step):
+    """One step of m at `budget` and one of the model run plainly, from the same generators,
+    both as `step` runs them: gradients, input gradient and buffers equal bit for bit, every op
+    as predicted and within the budget. The recomputations of the schedule."""
+    m.budget = budget
+    ref = copy.deepcopy(model)
+    for p in list(model.parameters()) + list(ref.parameters()):
+        p.grad = None
+    if x.requires_grad:
+        x.grad = None
+    rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state(x.device) if x.is_cuda else None
+    gc.collect()  # earlier steps' reference cycles, not freed in the middle of this one
+    step(m, x, loss)
+    got_x = x.grad
+    if x.requires_grad:
+        x.grad = None
+    torch.set_rng_state(rng)
+    if x.is_cuda:
+        torch.cuda.set_rng_state(cuda_rng, x.device)
+    step(ref, x, loss)
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        test.assertIsNotNone(p.grad, f"gradient of {name}")
+        test.assertTrue(torch.equal(p.grad, q.grad), f"gradient of {name}")
+    for (name, b), c in zip(model.named_buffers(), ref.buffers()):
+        test.assertTrue(torch.equal(b, c), f"buffer {name}")
+    if x.requires_grad:
+        test.assertTrue(torch.equal(got_x, x.grad), "input gradient")
+    test.assertEqual(m.op_peaks, m.expected_op_peaks)
+    test.assertTrue(m.as_predicted)
+    test.assertEqual(m.measured_peak, m.expected_peak)
+    test.assertLessEqual(m.measured_peak, m.budget_bytes)
+    test.assertTrue(m.within_budget)
+    return len(m.plan.ops) - (2 * len(m.chain) + 1)
+
+
+def check_budgets(test, m, model, x, loss, step):
+    """step_and_compare at the least, a middle and the store-all budget of the chain profiled
+    under the step's autocast state (the first step under it profiles it)."""
+    m.budget = 1 << 40
+    step(m, x, loss)  # profiles the chain under the state
+    least = remat.solve(m.chain, 0).min_feasible_budget
+    store_all = remat.solve(m.chain, 1 << 62, solver="store-all").peak_memory
+    recomputed = 0
+    for budget in (least, (least + store_all) // 2, store_all):
+        with test.subTest(budget=budget):
+            recomputed += step_and_compare(test, m, model, x, loss, budget, step)
+    test.assertGreater(recomputed, 0, "no budget made the schedule recompute")
+
+
+def bf16():
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+@unittest.skipIf(CPU_BF16_MISSING is not None, CPU_BF16_MISSING or "")
+class CpuBfloat16(unittest.TestCase):
+    def test_stages_bitwise_at_three_budgets(self):
+        torch.manual_seed(11)
+        stages = mlp_stages()
+        model = torch.nn.Sequential(*stages)
+        x = torch.randn(32, 64, requires_grad=True)
+        loss = cross_entropy_to(torch.randint(10, (32,)))
+        m = rt.Checkpointed(model, x, budget=1 << 40, loss=loss, runs=1)
+        check_budgets(self, m, model, x, loss, Step(bf16))
+        # The chain was profiled under autocast: the stages' outputs are bfloat16.
+        self.assertEqual(m.chain.stages[-1].output_size, 32 * 10 * 2)
+
+    def test_backward_outside_autocast_recomputes_under_the_forwards_state(self):
+        # Only the forward under autocast (as torch's recipes write it): the recomputations in
+        # the backward must cast as the forward did.
+        torch.manual_seed(12)
+        stages = mlp_stages()
+        model = torch.nn.Sequential(*stages)
+        x = torch.randn(32, 64, requires_grad=True)
+        loss = cross_entropy_to(torch.randint(10, (32,)))
+        m = rt.Checkpointed(model, x, budget=1 << 40, loss=loss, runs=1)
+        check_budgets(self, m, model, x, loss, Step(bf16, backward_inside=False))
+
+    def test_traced_model_bitwise_at_three_budgets(self):
+        torch.manual_seed(13)
+        model = Skips()
+        x = torch.randn(24, 48, requires_grad=True)
+        loss = cross_entropy_to(torch.randint(4, (24,)))
+        m = rt.Checkpointed(model, (x,), budget=1 << 40, loss=loss, runs=1)
+        check_budgets(self, m, model, x, loss, Step(bf16))
+
+    def test_the_profile_is_keyed_on_the_autocast_state(self):
+        torch.manual_seed(14)
+        model = torch.nn.Sequential(*mlp_stages(depth=2))
+        x = torch.randn(8, 64)
+        m = rt.Checkpointed(model, x, budget=1 << 40, runs=1)
+        fp32 = m.chain
+        with bf16():
+            m(x).float().pow(2).mean().backward()
+        self.assertTrue(m.as_predicted)
+        mixed = m.chain
+        self.assertEqual(len(m._shapes), 2)
+        self.assertEqual(fp32.stages[0].output_size, 8 * 64 * 4)
+        self.assertEqual(mixed.stages[0].output_size, 8 * 64 * 2)
+        # Back to float32: the first profile again, not a third.
+        m(x).pow(2).mean().backward()
+        self.assertIs(m.chain, fp32)
+        self.assertTrue(m.as_predicted)
+        self.assertEqual(len(m._shapes), 2)
+        # Autocast off inside an autocast region is the float32 state too.
+        with bf16(), torch.autocast("cpu", enabled=False):
+            m(x).pow(2).mean().backward()
+        self.assertIs(m.chain, fp32)
+
+
+class Flip(torch.nn.Module):
+    """A Linear whose output is cast to `dtype` when that is set: its dtype changes between the
+    profile and a step."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+        self.dtype = None
+
+    def forward(self, x):
+        y = self.linear(x)
+        return y if self.dtype is None else y.to(self.dtype)
+
+
+class Refusals(unittest.TestCase):
+    def test_an_output_dtype_that_differs_is_named(self):
+        torch.manual_seed(15)
+        flip = Flip()
+        m = rt.Checkpointed([torch.nn.Linear(8, 8), flip, torch.nn.Linear(8, 2)],
+                            torch.randn(4, 8), budget=1 << 30, runs=1)
+        flip.dtype = torch.float64
+        with self.assertRaisesRegex(
+                rt.ModelError, r"^stage 1: its output is \(4, 8\) float64, profiled as \(4, 8\) "
+                               r"float32 \(under no autocast\); a stage must give the same "
+                               r"shape and dtype"):
+            m(torch.randn(4, 8))
+
+
+@unittest.skipUnless(torch.cuda.is_available(), "no GPU")
+class CudaFloat16WithGradScaler(unittest.TestCase):
+    def test_stages_bitwise_at_three_budgets(self):
+        torch.use_deterministic_algorithms(True)
+        try:
+            torch.manual_seed(17)
+            gpu = torch.device("cuda", 0)
+            model = torch.nn.Sequential(*mlp_stages()).to(gpu)
+            x = torch.randn(32, 64, device=gpu, requires_grad=True)
+            loss = cross_entropy_to(torch.randint(10, (32,), device=gpu))
+            m = rt.Checkpointed(model, x, budget=1 << 40, loss=loss, runs=1)
+            scaler = (torch.amp.GradScaler("cuda", init_scale=1024.0)
+                      if hasattr(torch.amp, "GradScaler")
+                      else torch.cuda.amp.GradScaler(init_scale=1024.0))
+            check_budgets(self, m, model, x, loss,
+                          Step(lambda: torch.autocast("cuda", dtype=torch.float16),
+                               scaler=scaler))
+            self.assertEqual(m.chain.stages[-1].output_size % 512, 0)
+        finally:
+            torch.use_deterministic_algorithms(False)
+
+
+if __name__ == "__main__":
+    unittest.main()
