@@ -794,6 +794,13 @@ class _Run(torch.autograd.Function):
             raise RuntimeError("remat.torch: this output's schedule has already run its backward; "
                                "a second backward through it (retain_graph) is not supported")
         ctx.step = None
+        if torch.is_grad_enabled():  # the engine runs a create_graph backward with grad on
+            raise RuntimeError(
+                "remat.torch: a backward that records a graph of its own (create_graph=True, as "
+                "a gradient penalty or a second derivative needs) is not supported: the "
+                "schedule runs its backwards within this one, and the gradients they give carry "
+                "no graph. Compute that loss on the model run plainly, or checkpoint it with "
+                "torch.utils.checkpoint.checkpoint(..., use_reentrant=False), which supports it")
         gx = step.owner._backward_part(step, g)
         return None, None, None, gx, None
 

@@ -4,13 +4,14 @@ under the same autocast gives, bit for bit, at the least, a middle and the store
 op allocating what the profile (taken under that autocast state) predicts; the profile is keyed
 on the autocast state as on the input's shape; recomputations run under the state of the forward
 they repeat, wherever the caller runs the backward. Also what is refused, and how it is said:
-an output whose dtype differs from the profiled one. On a GPU:
+an output whose dtype differs from the profiled one, a backward with create_graph=True. On a GPU:
 float16 autocast with GradScaler, the same comparisons."""
 
 import copy
 import gc
 import os
 import unittest
+import warnings
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
@@ -223,6 +224,25 @@ class Refusals(unittest.TestCase):
                                r"float32 \(under no autocast\); a stage must give the same "
                                r"shape and dtype"):
             m(torch.randn(4, 8))
+
+    def test_create_graph_is_refused_saying_what_to_do(self):
+        torch.manual_seed(16)
+        net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+        x = torch.randn(4, 8, requires_grad=True)
+        loss = lambda y: y.pow(2).sum()
+        m = rt.Checkpointed(net, x, budget=1 << 30, loss=loss, runs=1)
+        for backward in (lambda l: l.backward(create_graph=True),
+                         lambda l: torch.autograd.grad(l, x, create_graph=True)):
+            with self.assertRaisesRegex(RuntimeError, r"create_graph=True.*not supported.*run "
+                                                      r"plainly"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch's, on backward(create_graph=True)
+                backward(loss(m(x)))
+        # The refusal leaves the model as it was: a step after it is as predicted.
+        for p in net.parameters():
+            p.grad = None
+        x.grad = None
+        loss(m(x)).backward()
+        self.assertTrue(m.as_predicted)
 
 
 @unittest.skipUnless(torch.cuda.is_available(), "no GPU")
