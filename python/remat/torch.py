@@ -781,6 +781,7 @@ class _Step:
 class _Run(torch.autograd.Function):
     @staticmethod
     def forward(ctx, owner, entry, schedule, x, probe):
+        ctx.probe = probe.grad_fn
         step = _Step(owner, entry, x)
         step.schedule = schedule
         ctx.step = step
@@ -801,6 +802,15 @@ class _Run(torch.autograd.Function):
                 "schedule runs its backwards within this one, and the gradients they give carry "
                 "no graph. Compute that loss on the model run plainly, or checkpoint it with "
                 "torch.utils.checkpoint.checkpoint(..., use_reentrant=False), which supports it")
+        # The probe's node runs in a backward of every leaf (loss.backward()), not in one of
+        # some tensors only (torch.autograd.grad, backward(inputs=...)).
+        if not torch._C._will_engine_execute_node(ctx.probe):
+            raise RuntimeError(
+                "remat.torch: torch.autograd.grad and backward(inputs=...) through a "
+                "Checkpointed are not supported: the schedule's backwards accumulate every "
+                "parameter's gradient into its .grad, as loss.backward() does, which these must "
+                "not. Call loss.backward() and read the gradients from .grad (the input's too, "
+                "where it requires grad)")
         gx = step.owner._backward_part(step, g)
         return None, None, None, gx, None
 
@@ -1067,7 +1077,9 @@ class Checkpointed(torch.nn.Module):
                 f"({plan.solver}); the least is {plan.min_feasible_budget} bytes",
                 plan.min_feasible_budget)
         self.last = None
-        y = _Run.apply(self, entry, schedule, x, self._probe)
+        with torch.enable_grad():  # a node of its own, which only a full backward runs
+            probe = self._probe.view_as(self._probe)
+        y = _Run.apply(self, entry, schedule, x, probe)
         self._started.returned = weakref.ref(y)
         self._started = None
         return y if self.split is None else self.split.rebuild(y)

@@ -4,7 +4,8 @@ under the same autocast gives, bit for bit, at the least, a middle and the store
 op allocating what the profile (taken under that autocast state) predicts; the profile is keyed
 on the autocast state as on the input's shape; recomputations run under the state of the forward
 they repeat, wherever the caller runs the backward. Also what is refused, and how it is said:
-an output whose dtype differs from the profiled one, a backward with create_graph=True. On a GPU:
+an output whose dtype differs from the profiled one, a backward with create_graph=True, a
+backward of some tensors only (torch.autograd.grad). On a GPU:
 float16 autocast with GradScaler, the same comparisons."""
 
 import copy
@@ -242,6 +243,27 @@ class Refusals(unittest.TestCase):
             p.grad = None
         x.grad = None
         loss(m(x)).backward()
+        self.assertTrue(m.as_predicted)
+
+    def test_a_backward_of_some_tensors_only_is_refused_saying_what_to_do(self):
+        # The schedule's backwards accumulate the parameters' gradients into .grad: a backward
+        # that asks for some tensors' gradients only would get those as a side effect.
+        torch.manual_seed(17)
+        net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+        x = torch.randn(4, 8, requires_grad=True)
+        loss = lambda y: y.pow(2).sum()
+        m = rt.Checkpointed(net, x, budget=1 << 30, loss=loss, runs=1)
+        for backward in (lambda l: torch.autograd.grad(l, x),
+                         lambda l: l.backward(inputs=[x])):
+            with self.assertRaisesRegex(RuntimeError, r"torch.autograd.grad and backward\(inputs="
+                                                      r"\.\.\.\).*not supported.*Call "
+                                                      r"loss.backward\(\)"):
+                backward(loss(m(x)))
+        self.assertTrue(all(p.grad is None for p in net.parameters()))
+        # A backward of every leaf, the input not requiring grad, is no such backward.
+        x.requires_grad_(False)
+        loss(m(x)).backward()
+        self.assertTrue(all(p.grad is not None for p in net.parameters()))
         self.assertTrue(m.as_predicted)
 
 
