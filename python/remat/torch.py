@@ -586,12 +586,14 @@ def _with_options(measured, recording_ms, alternatives, runs):
 def profile(stages, sample, loss=None, warmup=1, runs=3):
     """Profiles `stages` (an nn.Sequential or a list of modules) on `sample` with `loss` (a
     function of the last stage's output returning a scalar; default the mean square): a Profile
-    whose chain has times in milliseconds and sizes in bytes. The model is left as it was:
-    gradients, buffers, generator."""
+    whose chain has times in milliseconds and sizes in bytes, under the current autocast state
+    (the cast cache off, as Checkpointed runs stages). The model is left as it was: gradients,
+    buffers, generator."""
     stages = _stage_list(stages)
     rng = _Rng(sample.device)
     loss = loss or _default_loss
-    return _profile(stages, sample, loss, _meter_for(sample), rng, warmup, runs)
+    with _under(_autocast_state())():
+        return _profile(stages, sample, loss, _meter_for(sample), rng, warmup, runs)
 
 
 def _stage_list(stages):

@@ -188,6 +188,12 @@ class CpuBfloat16(unittest.TestCase):
         self.assertEqual(len(m._shapes), 2)
         self.assertEqual(fp32.stages[0].output_size, 8 * 64 * 4)
         self.assertEqual(mixed.stages[0].output_size, 8 * 64 * 2)
+        # remat.torch.profile under autocast measures what Checkpointed's profile measured.
+        with bf16():
+            alone = rt.profile(list(model), x, runs=1).chain
+        sizes = lambda c: [(st.output_size, st.tape_size, st.forward_overhead,
+                            st.backward_overhead) for st in c.stages] + [c.loss_overhead]
+        self.assertEqual(sizes(alone), sizes(mixed))
         # Back to float32: the first profile again, not a third.
         m(x).pow(2).mean().backward()
         self.assertIs(m.chain, fp32)
