@@ -709,6 +709,7 @@ class _Step:
         self.new_gradients = None  # remat._torch.NewGradients, where parameters have none
         self.returned = lambda: None  # what the caller got (a weak reference)
         self.output_in_tape = False  # whether that is the output of the tape t_L
+        self.under = contextlib.nullcontext  # the step's autocast state (_under)
 
     def input_of(self, k):
         return self.a[k] if self.a[k] is not None else self.t[k][1]
@@ -1079,8 +1080,7 @@ class Checkpointed(torch.nn.Module):
                 f"({plan.solver}); the least is {plan.min_feasible_budget} bytes",
                 plan.min_feasible_budget)
         self.last = None
-        with torch.enable_grad():  # a node of its own, which only a full backward runs
-            probe = self._probe.view_as(self._probe)
+        probe = self._probe.view_as(self._probe)  # a node that only a full backward runs
         y = _Run.apply(self, entry, schedule, x, probe)
         self._started.returned = weakref.ref(y)
         self._started = None
