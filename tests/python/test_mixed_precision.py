@@ -67,6 +67,51 @@ class Skips(torch.nn.Module):
         return self.out(x)
 
 
+class Wide(torch.nn.Module):
+    """Residual MLPs much wider than their input, with dropout: selective checkpointing (a
+    traced block's option 1, torch 2.4 and later) keeps a hidden layer less than plain autograd."""
+
+    def __init__(self, dim=16, hidden=512, blocks=2):
+        super().__init__()
+        self.inp = torch.nn.Linear(dim, dim)
+        self.ups = torch.nn.ModuleList(torch.nn.Linear(dim, hidden) for _ in range(blocks))
+        self.downs = torch.nn.ModuleList(torch.nn.Linear(hidden, dim) for _ in range(blocks))
+        self.drop = torch.nn.Dropout(0.1)
+        self.out = torch.nn.Linear(dim, 4)
+
+    def forward(self, x):
+        x = torch.tanh(self.inp(x))
+        for up, down in zip(self.ups, self.downs):
+            x = x + self.drop(down(torch.nn.functional.gelu(up(x))))
+        return self.out(torch.relu_(x))
+
+
+def favour_options(m):
+    """m's current profile with each option timed as its stage's plain recording (its memory as
+    measured): the solver then records with an option wherever its smaller tape saves a
+    recomputation, so that the schedules run options (test_any_model.py's favour_options)."""
+    entry = m._current[0]
+    c = entry.profile.chain
+    stages = [remat.Stage(
+        forward_time=st.forward_time, backward_time=st.backward_time,
+        output_size=st.output_size, tape_size=st.tape_size,
+        forward_overhead=st.forward_overhead, backward_overhead=st.backward_overhead,
+        recording_overhead=st.recording_overhead,
+        options=[remat.StageOption(forward_time=st.options[0].forward_time,
+                                   backward_time=st.options[0].backward_time,
+                                   tape_size=o.tape_size, forward_overhead=o.forward_overhead,
+                                   backward_overhead=o.backward_overhead)
+                 for o in st.options]) for st in c.stages]
+    entry.profile.chain = remat.Chain(stages, input_size=c.input_size, loss_time=c.loss_time,
+                                      loss_overhead=c.loss_overhead, time_unit="ms",
+                                      memory_unit="bytes")
+    entry.plans.clear()
+    entry.store_all_peak = None
+
+
+SELECTIVE = tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 4)
+
+
 def cross_entropy_to(target):
     return lambda y: torch.nn.functional.cross_entropy(y.float(), target)
 
@@ -174,6 +219,33 @@ class CpuBfloat16(unittest.TestCase):
         loss = cross_entropy_to(torch.randint(4, (24,)))
         m = rt.Checkpointed(model, (x,), budget=1 << 40, loss=loss, runs=1)
         check_budgets(self, m, model, x, loss, Step(bf16))
+
+    @unittest.skipUnless(SELECTIVE, "block options (selective checkpointing) need torch 2.4 "
+                                    "or later")
+    def test_block_options_checked_and_run_under_autocast(self):
+        # The options are checked against plain autograd under the autocast state when it first
+        # comes, profiled under it, and the schedules that record with them stay bitwise.
+        torch.manual_seed(18)
+        model = Wide()
+        x = torch.randn(8, 16, requires_grad=True)
+        loss = cross_entropy_to(torch.randint(4, (8,)))
+        m = rt.Checkpointed(model, (x,), budget=1 << 40, loss=loss, runs=1)
+        step = Step(bf16)
+        step(m, x, loss)
+        self.assertEqual(m.option_refusals, [])
+        self.assertEqual(len(m._alternatives_by_state), 2)  # float32 and bfloat16
+        wide = [k for k, st in enumerate(m.chain.stages)
+                if st.options and st.options[1].tape_size < st.options[0].tape_size - 4096]
+        self.assertEqual(len(wide), 2, "each MLP's option should keep a hidden layer less")
+        favour_options(m)
+        least = remat.solve(m.chain, 0).min_feasible_budget
+        store_all = remat.solve(m.chain, 1 << 62, solver="store-all").peak_memory
+        used = set()
+        for budget in range(least, store_all + 1, max(1, (store_all - least) // 6)):
+            with self.subTest(budget=budget):
+                step_and_compare(self, m, model, x, loss, budget, step)
+                used |= {o.index for o in m.plan.ops if o.kind == "F_all" and o.option == 1}
+        self.assertTrue(used & set(wide), "no schedule recorded an MLP's option")
 
     def test_the_profile_is_keyed_on_the_autocast_state(self):
         torch.manual_seed(14)
