@@ -178,7 +178,8 @@ def _describe(shape, other):
 # freed), where the cache would keep every cast weight until the caller's autocast region ends;
 # and a weight first cast in a no-grad forward (F_ck, F_none) would be cached without its graph,
 # so that a recording forward after it would give that weight no gradient. The values are the
-# same: a cast gives the same bits whether cached or not.
+# same: a cast gives the same bits whether cached or not. What construction runs (fusing,
+# tracing, discovering the parameters) runs so too, leaving nothing in the caller's cache.
 
 _AUTOCAST_DEVICES = ("cpu", "cuda")
 
@@ -871,13 +872,15 @@ class Checkpointed(torch.nn.Module):
                 raise TypeError("with stages (an nn.Sequential or a list of modules), the sample "
                                 f"is one tensor, not {type(sample).__name__}")
             x = sample
-            stages, self.fused = _fuse_aliasing(_stage_list(model), x, _Rng(x.device))
+            with _under(_autocast_state())():
+                stages, self.fused = _fuse_aliasing(_stage_list(model), x, _Rng(x.device))
             self.user_loss = loss
             self.loss = loss or _default_loss
         elif isinstance(model, torch.nn.Module):
             args, kwargs = _sample_args(sample)
             try:
-                self.split = _fx.split(model, args, kwargs, leaf_modules)
+                with _under(_autocast_state())():
+                    self.split = _fx.split(model, args, kwargs, leaf_modules)
             except _fx._ModelError as e:
                 raise ModelError(None, str(e)) from None
             self.model = model
@@ -978,7 +981,8 @@ class Checkpointed(torch.nn.Module):
     def _discover(self, sample):
         if self._state is not None:
             return
-        self._state = _discover(list(self.stages), sample, self.loss, self._rng)
+        with _under(_autocast_state())():
+            self._state = _discover(list(self.stages), sample, self.loss, self._rng)
         self._candidates = self._alternatives
         self._alternatives_by_state = {}
         self._alternatives = self._alternatives_under(_autocast_state(), sample)

@@ -247,6 +247,25 @@ class CpuBfloat16(unittest.TestCase):
                 used |= {o.index for o in m.plan.ops if o.kind == "F_all" and o.option == 1}
         self.assertTrue(used & set(wide), "no schedule recorded an MLP's option")
 
+    def test_constructed_under_autocast_it_leaves_the_cast_cache_alone(self):
+        # Construction runs the stages without gradients (fusing, tracing): casts cached there
+        # would have no graph, and the model run plainly in the same autocast region after it
+        # would give its weights no gradient.
+        for traced in (False, True):
+            with self.subTest(traced=traced):
+                torch.manual_seed(19)
+                model = Skips() if traced else torch.nn.Sequential(*mlp_stages(depth=2))
+                x = torch.randn(8, 48 if traced else 64)
+                loss = cross_entropy_to(torch.randint(4, (8,)))
+                with bf16():
+                    m = rt.Checkpointed(model, (x,) if traced else x, budget=1 << 40,
+                                        loss=loss, runs=1)
+                    loss(model(x)).backward()
+                self.assertEqual([n for n, p in model.named_parameters() if p.grad is None], [])
+                with bf16():
+                    loss(m(x)).backward()
+                self.assertTrue(m.as_predicted)
+
     def test_the_profile_is_keyed_on_the_autocast_state(self):
         torch.manual_seed(14)
         model = torch.nn.Sequential(*mlp_stages(depth=2))
