@@ -428,6 +428,9 @@ def _differs(k, s, alt, a, rng, buffers):
         results.append((y.detach(), grads, _clones(buffers)))
         del x, y, grads
     (y0, g0, b0), (y1, g1, b1) = results
+    if _shape(y0) != _shape(y1):
+        return (f"its output is {_describe(_shape(y1), _shape(y0))}, the block's "
+                f"{_describe(_shape(y0), _shape(y1))}")
     if not torch.equal(y0, y1):
         return "its output differs from the block's"
     if any((g is None) != (h is None) or (g is not None and not torch.equal(g, h))

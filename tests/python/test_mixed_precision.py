@@ -323,6 +323,17 @@ class Refusals(unittest.TestCase):
                                r"shape and dtype"):
             m(torch.randn(4, 8))
 
+    def test_an_option_whose_dtype_differs_is_refused_naming_it(self):
+        # A block's option checked against it (a new autocast state checks them again): one
+        # whose output has another dtype is refused, and why names both dtypes.
+        stage = torch.nn.Linear(8, 8)
+        low = lambda x: stage(x).to(torch.bfloat16)  # noqa: E731
+        x = torch.randn(4, 8)
+        kept, refused = rt._check_alternatives([stage], [[low]], x, rt._Rng(x.device), [[]])
+        self.assertEqual(kept, [[]])
+        self.assertEqual(refused, [(0, 1, "its output is (4, 8) bfloat16, the block's (4, 8) "
+                                          "float32")])
+
     def test_create_graph_is_refused_saying_what_to_do(self):
         torch.manual_seed(16)
         net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
