@@ -5,8 +5,8 @@ op allocating what the profile (taken under that autocast state) predicts; the p
 on the autocast state as on the input's shape; recomputations run under the state of the forward
 they repeat, wherever the caller runs the backward. Also what is refused, and how it is said:
 an output whose dtype differs from the profiled one, a backward with create_graph=True, a
-backward of some tensors only (torch.autograd.grad). On a GPU:
-float16 autocast with GradScaler, the same comparisons."""
+backward of some tensors only (torch.autograd.grad). CPU float16 with a GradScaler where this
+torch has them (2.3 and later), and on a GPU float16 with a GradScaler: the same comparisons."""
 
 import copy
 import gc
@@ -35,6 +35,24 @@ def _cpu_bf16_autocast_works():
 
 
 CPU_BF16_MISSING = _cpu_bf16_autocast_works()
+
+
+def _cpu_fp16_scaling_works():
+    """Why CPU float16 autocast with a CPU GradScaler cannot run here (None: it can)."""
+    if not hasattr(torch.amp, "GradScaler"):
+        return f"torch {torch.__version__} has no torch.amp.GradScaler (torch 2.3 and later)"
+    try:
+        torch.amp.GradScaler("cpu")
+        with torch.autocast("cpu", dtype=torch.float16):
+            y = torch.nn.Linear(4, 4)(torch.randn(2, 4))
+    except Exception as e:  # noqa: BLE001 - the reason goes into the skip
+        return f"CPU float16 autocast or GradScaler fails in torch {torch.__version__}: {e}"
+    if y.dtype != torch.float16:
+        return f"CPU autocast in torch {torch.__version__} does not cast a Linear to float16"
+    return None
+
+
+CPU_FP16_SCALING_MISSING = _cpu_fp16_scaling_works()
 
 
 def mlp_stages(dim=64, hidden=256, depth=4):
@@ -294,6 +312,22 @@ class CpuBfloat16(unittest.TestCase):
         with bf16(), torch.autocast("cpu", enabled=False):
             m(x).pow(2).mean().backward()
         self.assertIs(m.chain, fp32)
+
+
+@unittest.skipIf(CPU_FP16_SCALING_MISSING is not None, CPU_FP16_SCALING_MISSING or "")
+class CpuFloat16WithGradScaler(unittest.TestCase):
+    def test_stages_bitwise_at_three_budgets(self):
+        # float16 with a GradScaler, as on a GPU: the scaled loss scales the gradient that
+        # reaches the schedule, and nothing else changes.
+        torch.manual_seed(21)
+        model = torch.nn.Sequential(*mlp_stages())
+        x = torch.randn(32, 64, requires_grad=True)
+        loss = cross_entropy_to(torch.randint(10, (32,)))
+        m = rt.Checkpointed(model, x, budget=1 << 40, loss=loss, runs=1)
+        scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+        check_budgets(self, m, model, x, loss,
+                      Step(lambda: torch.autocast("cpu", dtype=torch.float16), scaler=scaler))
+        self.assertEqual(m.chain.stages[-1].output_size, 32 * 10 * 2)
 
 
 class Flip(torch.nn.Module):
