@@ -20,6 +20,7 @@ Gradients of parameters and of the input are those of plain autograd, bit for bi
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import time
 import warnings
@@ -156,6 +157,66 @@ def _storage_bytes(t):
 
 def _shape(t):
     return (tuple(t.shape), t.dtype, t.device)
+
+
+def _describe(shape, other):
+    """A profiled or run output's _shape as an error names it: its dtype (and device) too where
+    those differ from `other`'s."""
+    text = str(shape[0])
+    if shape[1] != other[1]:
+        text += f" {str(shape[1]).replace('torch.', '')}"
+    if shape[2] != other[2]:
+        text += f" on {shape[2]}"
+    return text
+
+
+# --- mixed precision -------------------------------------------------------------------------------
+# The autocast state a step runs under is part of the profile's key, as the input's shape is: per
+# device type, the dtype autocast casts to, or None where it is off. Stages run under the state of
+# their step's forward, recomputations included (as torch.utils.checkpoint does), with autocast's
+# cast cache off: a weight cast once per stage run belongs to that run (its tape keeps it or it is
+# freed), where the cache would keep every cast weight until the caller's autocast region ends;
+# and a weight first cast in a no-grad forward (F_ck, F_none) would be cached without its graph,
+# so that a recording forward after it would give that weight no gradient. The values are the
+# same: a cast gives the same bits whether cached or not. What construction runs (fusing,
+# tracing, discovering the parameters) runs so too, leaving nothing in the caller's cache.
+
+_AUTOCAST_DEVICES = ("cpu", "cuda")
+
+if hasattr(torch, "get_autocast_dtype"):  # torch 2.4 and later
+    def _autocast_state():
+        return tuple(torch.get_autocast_dtype(d) if torch.is_autocast_enabled(d) else None
+                     for d in _AUTOCAST_DEVICES)
+else:
+    def _autocast_state():
+        return (torch.get_autocast_cpu_dtype() if torch.is_autocast_cpu_enabled() else None,
+                torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None)
+
+_NO_AUTOCAST = (None,) * len(_AUTOCAST_DEVICES)
+
+
+def _autocast_name(state):
+    on = [f"{d} {str(t).replace('torch.', '')}" for d, t in zip(_AUTOCAST_DEVICES, state)
+          if t is not None]
+    return "autocast " + ", ".join(on) if on else "no autocast"
+
+
+def _under(state):
+    """A factory of contexts that run ops under autocast `state`, the cast cache off; a no-op
+    where neither `state` nor the current state has autocast on."""
+    now = _autocast_state()
+    if state == _NO_AUTOCAST and now == _NO_AUTOCAST:
+        return contextlib.nullcontext
+    devices = [(d, t) for d, t, n in zip(_AUTOCAST_DEVICES, state, now)
+               if t is not None or n is not None]
+
+    def enter():
+        stack = contextlib.ExitStack()
+        for d, t in devices:
+            stack.enter_context(torch.autocast(d, dtype=t, enabled=t is not None,
+                                               cache_enabled=False))
+        return stack
+    return enter
 
 
 def _recording_input(a):
@@ -367,6 +428,9 @@ def _differs(k, s, alt, a, rng, buffers):
         results.append((y.detach(), grads, _clones(buffers)))
         del x, y, grads
     (y0, g0, b0), (y1, g1, b1) = results
+    if _shape(y0) != _shape(y1):
+        return (f"its output is {_describe(_shape(y1), _shape(y0))}, the block's "
+                f"{_describe(_shape(y0), _shape(y1))}")
     if not torch.equal(y0, y1):
         return "its output differs from the block's"
     if any((g is None) != (h is None) or (g is not None and not torch.equal(g, h))
@@ -526,12 +590,14 @@ def _with_options(measured, recording_ms, alternatives, runs):
 def profile(stages, sample, loss=None, warmup=1, runs=3):
     """Profiles `stages` (an nn.Sequential or a list of modules) on `sample` with `loss` (a
     function of the last stage's output returning a scalar; default the mean square): a Profile
-    whose chain has times in milliseconds and sizes in bytes. The model is left as it was:
-    gradients, buffers, generator."""
+    whose chain has times in milliseconds and sizes in bytes, under the current autocast state
+    (the cast cache off, as Checkpointed runs stages). The model is left as it was: gradients,
+    buffers, generator."""
     stages = _stage_list(stages)
     rng = _Rng(sample.device)
     loss = loss or _default_loss
-    return _profile(stages, sample, loss, _meter_for(sample), rng, warmup, runs)
+    with _under(_autocast_state())():
+        return _profile(stages, sample, loss, _meter_for(sample), rng, warmup, runs)
 
 
 def _stage_list(stages):
@@ -669,32 +735,37 @@ class _Step:
         self.new_gradients = None  # remat._torch.NewGradients, where parameters have none
         self.returned = lambda: None  # what the caller got (a weak reference)
         self.output_in_tape = False  # whether that is the output of the tape t_L
+        self.under = contextlib.nullcontext  # the step's autocast state (_under)
 
     def input_of(self, k):
         return self.a[k] if self.a[k] is not None else self.t[k][1]
 
     def forward(self, k, x, option=0):
         o = self.owner
-        s = o._stage_modules[k] if option == 0 else o._alternatives[k][option - 1]
+        s = o._stage_modules[k] if option == 0 else self.entry.alternatives[k][option - 1]
         if not self.forwarded[k]:
             self.forwarded[k] = True
             if self.schedule.recomputed[k]:  # the draws its recomputation must repeat
                 self.first_draws[k] = o._rng.save()
-            y = _in_stage(k, "forward", s, x)
+            with self.under():
+                y = _in_stage(k, "forward", s, x)
         else:  # a recomputation: the same draws, buffers untouched
             now = o._rng.save()
             o._rng.restore(self.first_draws[k])
             _save_into(o._recompute[k], o._state.buffers[k])  # keep the current values
             try:
-                y = _in_stage(k, "forward", s, x)
+                with self.under():  # the forward's autocast state
+                    y = _in_stage(k, "forward", s, x)
             finally:
                 _copy_into(o._state.buffers[k], o._recompute[k])
                 o._rng.restore(now)
         _check_output(k, x, y)
-        if _shape(y) != self.entry.profile.outputs[k]:
-            raise ModelError(k, f"its output is {tuple(y.shape)}, profiled as "
-                                f"{self.entry.profile.outputs[k][0]}; a stage must give the same "
-                                "shape for the same input")
+        profiled = self.entry.profile.outputs[k]
+        if _shape(y) != profiled:
+            raise ModelError(k, f"its output is {_describe(_shape(y), profiled)}, profiled as "
+                                f"{_describe(profiled, _shape(y))} (under "
+                                f"{_autocast_name(self.entry.autocast)}); a stage must give the "
+                                "same shape and dtype for the same input")
         return y
 
     def run(self, kind, k, option=0):
@@ -739,6 +810,7 @@ class _Step:
 class _Run(torch.autograd.Function):
     @staticmethod
     def forward(ctx, owner, entry, schedule, x, probe):
+        ctx.probe = probe.grad_fn
         step = _Step(owner, entry, x)
         step.schedule = schedule
         ctx.step = step
@@ -752,6 +824,22 @@ class _Run(torch.autograd.Function):
             raise RuntimeError("remat.torch: this output's schedule has already run its backward; "
                                "a second backward through it (retain_graph) is not supported")
         ctx.step = None
+        if torch.is_grad_enabled():  # the engine runs a create_graph backward with grad on
+            raise RuntimeError(
+                "remat.torch: a backward that records a graph of its own (create_graph=True, as "
+                "a gradient penalty or a second derivative needs) is not supported: the "
+                "schedule runs its backwards within this one, and the gradients they give carry "
+                "no graph. Compute that loss on the model run plainly, or checkpoint it with "
+                "torch.utils.checkpoint.checkpoint(..., use_reentrant=False), which supports it")
+        # The probe's node runs in a backward of every leaf (loss.backward()), not in one of
+        # some tensors only (torch.autograd.grad, backward(inputs=...)).
+        if not torch._C._will_engine_execute_node(ctx.probe):
+            raise RuntimeError(
+                "remat.torch: torch.autograd.grad and backward(inputs=...) through a "
+                "Checkpointed are not supported: the schedule's backwards accumulate every "
+                "parameter's gradient into its .grad, as loss.backward() does, which these must "
+                "not. Call loss.backward() and read the gradients from .grad (the input's too, "
+                "where it requires grad)")
         gx = step.owner._backward_part(step, g)
         return None, None, None, gx, None
 
@@ -760,6 +848,8 @@ class _Run(torch.autograd.Function):
 class _Entry:
     profile: Profile
     plans: dict = field(default_factory=dict)  # (budget, solver, slots) -> _Schedule
+    autocast: tuple = _NO_AUTOCAST  # the state the stages were profiled and run under
+    alternatives: list = None  # per stage, options 1, 2, ... as checked under that state
     store_all_peak: int = None
     least_budgets: dict = field(default_factory=dict)  # solver -> its least budget
 
@@ -821,13 +911,15 @@ class Checkpointed(torch.nn.Module):
                 raise TypeError("with stages (an nn.Sequential or a list of modules), the sample "
                                 f"is one tensor, not {type(sample).__name__}")
             x = sample
-            stages, self.fused = _fuse_aliasing(_stage_list(model), x, _Rng(x.device))
+            with _under(_autocast_state())():
+                stages, self.fused = _fuse_aliasing(_stage_list(model), x, _Rng(x.device))
             self.user_loss = loss
             self.loss = loss or _default_loss
         elif isinstance(model, torch.nn.Module):
             args, kwargs = _sample_args(sample)
             try:
-                self.split = _fx.split(model, args, kwargs, leaf_modules)
+                with _under(_autocast_state())():
+                    self.split = _fx.split(model, args, kwargs, leaf_modules)
             except _fx._ModelError as e:
                 raise ModelError(None, str(e)) from None
             self.model = model
@@ -906,7 +998,10 @@ class Checkpointed(torch.nn.Module):
         return x
 
     def _key(self, x):
-        return (_shape(x), self._extras) if self.split is not None else _shape(x)
+        """A profile's key: the input's shape, dtype and device, the other tensor inputs' (a
+        traced model's), and the autocast state (last)."""
+        state = _autocast_state()
+        return (_shape(x), self._extras, state) if self.split is not None else (_shape(x), state)
 
     def _warn_few_cuts(self):
         shares = self.split.shares
@@ -925,22 +1020,44 @@ class Checkpointed(torch.nn.Module):
     def _discover(self, sample):
         if self._state is not None:
             return
-        self._state = _discover(list(self.stages), sample, self.loss, self._rng)
-        if any(self._alternatives):
-            self._alternatives, refused = _check_alternatives(
-                list(self.stages), self._alternatives, sample, self._rng, self._state.buffers)
-            self.option_refusals += refused
+        with _under(_autocast_state())():
+            self._state = _discover(list(self.stages), sample, self.loss, self._rng)
+        self._candidates = self._alternatives
+        self._alternatives_by_state = {}
+        self._alternatives = self._alternatives_under(_autocast_state(), sample)
         self._recompute = [_clones(bs) for bs in self._state.buffers]
         self._stage_buffers = [b for bs in self._state.buffers for b in bs]
         self._step_start = _clones(self._stage_buffers)
+
+    def _alternatives_under(self, state, sample):
+        """The alternatives that give plain autograd's results under autocast `state` (checked
+        on `sample` when the state first comes: an option equal in float32 may not be under a
+        cast)."""
+        kept = self._alternatives_by_state.get(state)
+        if kept is None:
+            kept = self._candidates
+            if any(kept):
+                with _under(state)():
+                    kept, refused = _check_alternatives(list(self.stages), kept, sample,
+                                                        self._rng, self._state.buffers)
+                if state != _NO_AUTOCAST:
+                    refused = [(k, o, f"{why} (under {_autocast_name(state)})")
+                               for k, o, why in refused]
+                self.option_refusals += refused
+            self._alternatives_by_state[state] = kept
+        return kept
 
     def _plan_for(self, x):
         self._discover(x)
         key = self._key(x)
         entry = self._shapes.get(key)
         if entry is None:
-            entry = _Entry(_profile(list(self.stages), x, self.loss, self._meter, self._rng,
-                                    self.warmup, self.runs, self._alternatives))
+            state = key[-1]
+            alternatives = self._alternatives_under(state, x)
+            with _under(state)():
+                profiled = _profile(list(self.stages), x, self.loss, self._meter, self._rng,
+                                    self.warmup, self.runs, alternatives)
+            entry = _Entry(profiled, autocast=state, alternatives=alternatives)
             self._shapes[key] = entry
         return entry, self._plan_for_key(entry)
 
@@ -1011,7 +1128,8 @@ class Checkpointed(torch.nn.Module):
                 f"measured on this machine; budget='least+N%' names a feasible budget on any)",
                 plan.min_feasible_budget)
         self.last = None
-        y = _Run.apply(self, entry, schedule, x, self._probe)
+        probe = self._probe.view_as(self._probe)  # a node that only a full backward runs
+        y = _Run.apply(self, entry, schedule, x, probe)
         self._started.returned = weakref.ref(y)
         self._started = None
         return y if self.split is None else self.split.rebuild(y)
@@ -1031,6 +1149,7 @@ class Checkpointed(torch.nn.Module):
     def _forward_part(self, step):
         schedule = step.schedule
         step.expected = schedule.expected
+        step.under = _under(step.entry.autocast)
         # The stages' parameters get their gradients as in plain autograd (_Step.watch); the
         # loss's graph runs in the caller's backward, outside the schedule's ops.
         _define_gradients(self._state.loss_parameters)
@@ -1073,6 +1192,9 @@ class Checkpointed(torch.nn.Module):
         m = self._meter
         m.sync()
         schedule, L = step.schedule, len(self._stage_modules)
+        # Recomputations run under the forward's autocast state, whatever the caller's backward
+        # runs under; the backwards run under the caller's, as plain autograd's do.
+        step.under = _under(step.entry.autocast)
         # The loss op ran between the two parts: its peak is what the window since the forward
         # part ended reached.
         step.op_peaks.append(m.peak() - step.base)

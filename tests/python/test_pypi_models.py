@@ -4,7 +4,8 @@ stages compute what the whole model computes, and at the least feasible budget, 
 store-all's, one step gives plain autograd's gradients bit for bit with every op's measured
 allocation as predicted (test_torch.py's check_budgets). The same for transformers' GPT-2 and
 Llama passed whole, as they come (WholeModels: traced, cut at their cut points; the same
-assertions as test_any_model.py's).
+assertions as test_any_model.py's). And the stages under CPU bfloat16 autocast (MixedPrecision:
+test_mixed_precision.py's assertions).
 
 PyTorch 2.x tier only (python/requirements-torch.txt pins transformers and timm); where they are
 not installed (Debian's torch 1.13), the test exits with status 77, which CTest reports as
@@ -31,6 +32,7 @@ import torch
 import pypi_models
 import remat.torch as rt
 import test_any_model
+import test_mixed_precision
 import test_torch
 
 transformers.logging.set_verbosity_error()
@@ -133,6 +135,43 @@ class WholeModels(unittest.TestCase):
     def test_llama_with_an_attention_mask(self):
         from transformers.modeling_outputs import CausalLMOutputWithPast
         self.run_model("llama", 24, CausalLMOutputWithPast, 8, padded=True)
+
+
+@unittest.skipIf(test_mixed_precision.CPU_BF16_MISSING is not None,
+                 test_mixed_precision.CPU_BF16_MISSING or "")
+class MixedPrecision(unittest.TestCase):
+    """The same models' stages, each step under CPU bfloat16 autocast, against the model run
+    plainly under it (test_mixed_precision.py's check_budgets): bitwise, as predicted."""
+
+    def run_model(self, name, seed):
+        torch.manual_seed(seed)
+        _, stages, x, loss = pypi_models.MODELS[name]()
+        model = torch.nn.Sequential(*stages)
+        m = rt.Checkpointed(model, x, budget=1 << 40, loss=loss, runs=1)
+        test_mixed_precision.check_budgets(self, m, model, x, loss,
+                                           test_mixed_precision.Step(test_mixed_precision.bf16))
+
+    def test_gpt2(self):
+        self.run_model("gpt2", 3)
+
+    def test_llama(self):
+        self.run_model("llama", 4)
+
+    def test_timm_resnet(self):
+        self.run_model("resnet", 5)
+
+    def test_timm_vit(self):
+        self.run_model("vit", 6)
+
+    def test_gpt2_whole(self):
+        # Traced and cut by remat (WholeModels' case): with torch 2.4 and later, block options
+        # checked and profiled under the autocast state.
+        torch.manual_seed(7)
+        model, _, ids, token_loss = pypi_models.MODELS["gpt2"](layers=2, use_cache=False)
+        loss = lambda out: token_loss(out.logits)
+        m = rt.Checkpointed(model, ids, budget=1 << 40, loss=loss, runs=1)
+        test_mixed_precision.check_budgets(self, m, model, ids, loss,
+                                           test_mixed_precision.Step(test_mixed_precision.bf16))
 
 
 if __name__ == "__main__":
