@@ -151,7 +151,7 @@ def run_model(name, a):
     # The tools' own peaks first (a short measure), then Checkpointed at each of them.
     first = measure(tools, x, 1)
     m = remat.torch.Checkpointed(stages, x, budget=1 << 62, loss=loss)
-    least = remat.solve(m.chain, 0).min_feasible_budget
+    least = m.least_budget  # the whole step's (the loss is given)
 
     def checkpointed_at(budget):
         def forward(x):
@@ -161,9 +161,8 @@ def run_model(name, a):
 
     def fit(target):
         """The budget at which Checkpointed's whole step peaks at most at `target`: the budget
-        covers the schedule, and beside it autograd holds the loss and, late in the backward,
-        the output's gradient (`outside_schedule`), so the budget is lowered by what the step
-        went over, until it fits. Else (None, why)."""
+        itself, since it bounds the whole step where the loss is given (the loop lowers it by
+        what a step went over, should one). Else (None, why)."""
         budget = target
         for _ in range(5):
             if budget < least:

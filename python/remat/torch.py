@@ -83,18 +83,37 @@ class BudgetError(ValueError):
 # --- meters ----------------------------------------------------------------------------------------
 
 class _CpuMeter:
-    """libtorch's CPU allocator, counted exactly (remat::torch::cpu_memory())."""
+    """libtorch's CPU allocator, counted exactly (remat::torch::cpu_memory()). A step measures
+    each op in a window of its own (`open_window`, then `window_peak`); `peak()` is the most
+    allocated since `reset_peak()`, the windows opened since included, so that a meter read
+    around a step sees the step's peak."""
 
     current = staticmethod(_meter.cpu_current)
-    peak = staticmethod(_meter.cpu_peak)
-    reset_peak = staticmethod(_meter.cpu_reset_peak)
+    window_peak = staticmethod(_meter.cpu_peak)
+
+    def __init__(self):
+        self._before = 0  # the peak before the window open now
+
+    def reset_peak(self):
+        self._before = 0
+        _meter.cpu_reset_peak()
+
+    def peak(self):
+        return max(self._before, _meter.cpu_peak())
+
+    def open_window(self):
+        self._before = self.peak()
+        _meter.cpu_reset_peak()
 
     def sync(self):
         pass
 
 
 class _CudaMeter:
-    """The CUDA caching allocator's statistics of one device (bytes given to tensors)."""
+    """The CUDA caching allocator's statistics of one device (bytes given to tensors). A step
+    measures each op in a window of its own, by resetting the device's peak statistics: read
+    around a step, `torch.cuda.max_memory_allocated` sees its last op only (`total_peak` is the
+    step's)."""
 
     def __init__(self, device):
         self.device = device
@@ -108,11 +127,22 @@ class _CudaMeter:
     def reset_peak(self):
         torch.cuda.reset_peak_memory_stats(self.device)
 
+    open_window = reset_peak
+    window_peak = peak
+
     def sync(self):
         torch.cuda.synchronize(self.device)
 
 
 cpu_meter = _CpuMeter()
+
+
+class _Windows:
+    """A meter's op windows as remat._torch.NewGradients reads a meter (sync, peak, reset_peak),
+    so that the windows it opens count in the CPU meter's `peak()`."""
+
+    def __init__(self, meter):
+        self.sync, self.peak, self.reset_peak = meter.sync, meter.window_peak, meter.open_window
 
 
 def _meter_for(t):
@@ -453,6 +483,11 @@ class Profile:
     backward_slack: list = field(default_factory=list)
     # Per stage with options, the backward slack of each option's B (None: no stage has options).
     option_slack: list = None
+    # What the loss's side held when its gradient reached the model's output, above what the
+    # model held: the loss's scalar, the gradient autograd starts from, what the loss's backward
+    # keeps until the backward ends, and the output's gradient, which autograd keeps until the
+    # model's backward returns. A step holds this beside the schedule during its backward.
+    loss_beside: int = 0
 
     def expected_op_peaks(self, ops):
         """What running `ops` allocates at each op: the simulator's op peaks on the profiled chain,
@@ -525,10 +560,16 @@ def _profile(stages, sample, loss, meter, rng, warmup, runs, alternatives=None):
         return run
 
     reached = []
+    beside = [0]
     probe = torch.empty(0, requires_grad=True)
 
     def loss_as_run(leaf):
-        return loss(_Capture.apply(leaf, probe, lambda g: reached.append(True)))
+        start = meter.current()
+
+        def on_backward(g):
+            reached.append(True)
+            beside[0] = max(beside[0], meter.current() - start)
+        return loss(_Capture.apply(leaf, probe, on_backward))
 
     measured = []
     generators = rng.save()  # remat::torch puts back the CPU generator; this, a GPU's too
@@ -552,7 +593,71 @@ def _profile(stages, sample, loss, meter, rng, warmup, runs, alternatives=None):
     chain = Chain([Stage(**sp) for sp in stage_fields], input_size=p["input_size"],
                   loss_time=p["loss_time"], loss_overhead=p["loss_overhead"],
                   name="remat.torch profile", time_unit="ms", memory_unit="bytes")
-    return Profile(chain, outputs, p["backward_slack"], option_slack)
+    return Profile(chain, outputs, p["backward_slack"], option_slack, beside[0])
+
+
+class _AtBackwardEnd(torch.autograd.Function):
+    """The model's output as it is; `on_end` runs when the backward that reached it ends (an
+    engine callback), when autograd has freed what the backward held."""
+
+    @staticmethod
+    def forward(ctx, y, on_end, probe):
+        ctx.on_end = on_end
+        ctx.probe = probe.grad_fn if probe is not None else None
+        return y.view_as(y)
+
+    @staticmethod
+    def backward(ctx, g):
+        _refuse_backwards_not_supported(ctx.on_end is None, ctx.probe)
+        torch.autograd.Variable._execution_engine.queue_callback(ctx.on_end)
+        ctx.on_end = None
+        return g, None, None
+
+
+def _plain_forward(stages, x, meter, new_gradients, on_end, probe=None):
+    """Plain autograd's forward on `x` (the stages in sequence, with gradients): the output, whose
+    backward (the caller's loss(y).backward()) runs the rest. `on_end(peak)` gets the step's
+    peak above what was allocated before it, the input included, a parameter's new gradient
+    outside it from the moment it is kept (`new_gradients`, a NewGradients or None, as a
+    schedule's B measures it)."""
+    meter.sync()
+    meter.open_window()
+    base = meter.current() - _nbytes(x)
+    y = x
+    for k, s in enumerate(stages):
+        y = _in_stage(k, "forward", s, y)
+    if new_gradients is not None:
+        new_gradients.watch(y, x, base)
+
+    def end():
+        meter.sync()
+        b, earlier = new_gradients.unwatch() if new_gradients is not None else (base, None)
+        peak = meter.window_peak() - b
+        on_end(peak if earlier is None else max(peak, earlier))
+    return _AtBackwardEnd.apply(y, end, probe)
+
+
+def _plain_step_peak(stages, x, loss, meter, rng, state):
+    """The peak of plain autograd's step on `x` (_plain_forward), the parameters' gradients defined
+    beforehand (they are outside the budget). Gradients, buffers and generators are put back."""
+    params = state.parameters + state.loss_parameters
+    grads = [p.grad for p in params]
+    buffers = [b for bs in state.buffers for b in bs]
+    saved = _clones(buffers)
+    generators = rng.save()
+    got = []
+    try:
+        for p in params:
+            p.grad = torch.zeros_like(p)
+        xa = x.detach().requires_grad_(x.requires_grad)
+        with torch.enable_grad():
+            loss(_plain_forward(stages, xa, meter, None, got.append)).backward()
+    finally:
+        for p, g in zip(params, grads):
+            p.grad = g
+        _copy_into(buffers, saved)
+        rng.restore(generators)
+    return got[0]
 
 
 def _with_options(measured, recording_ms, alternatives, runs):
@@ -702,8 +807,17 @@ class _Schedule:
     `ops` makes a new list of new Op objects at each access): the ops as (kind, stage) pairs,
     where the loss is, what each op should allocate, and what the model holds after the loss."""
 
-    def __init__(self, profile, result):
+    def __init__(self, profile, result, budget, reserve, plain_peak=None):
         self.result = result
+        self.budget = budget  # the step's: the schedule's (result.budget) and the reserve
+        self.reserve = reserve
+        # Where the budget holds plain autograd's step (its peak, measured): the step runs
+        # plainly, the fastest and never above plain autograd's peak. `result` is then store-all.
+        self.plain = plain_peak is not None
+        if self.plain:
+            self.recomputed = [False] * len(profile.chain)
+            self.expected = [plain_peak]
+            return
         if not result.feasible:
             return
         ops = result.ops
@@ -729,6 +843,8 @@ class _Step:
         self.first_draws = [None] * L  # the generators before a recomputed stage first ran
         self.op_peaks = []
         self.op_totals = []  # the same, with what autograd and the caller held beside
+        self.op_steps = []  # the same, less the output the caller kept (its own tensor)
+        self.caller_kept = 0
         self.residue = 0
         self.outside = 0
         self.earlier = None  # the op's peak before its latest new parameter gradient, above base
@@ -807,6 +923,29 @@ class _Step:
                              f"({k}))")
 
 
+def _refuse_backwards_not_supported(again, probe):
+    """The backwards a Checkpointed's output refuses, whether it runs a schedule or runs plainly
+    (the same at every budget): a second one (`again`), one that records a graph, one of some
+    tensors only (`probe`'s node, which only a backward of every leaf runs; None: not checked)."""
+    if again:
+        raise RuntimeError("remat.torch: this output's schedule has already run its backward; "
+                           "a second backward through it (retain_graph) is not supported")
+    if torch.is_grad_enabled():  # the engine runs a create_graph backward with grad on
+        raise RuntimeError(
+            "remat.torch: a backward that records a graph of its own (create_graph=True, as "
+            "a gradient penalty or a second derivative needs) is not supported: the "
+            "schedule runs its backwards within this one, and the gradients they give carry "
+            "no graph. Compute that loss on the model run plainly, or checkpoint it with "
+            "torch.utils.checkpoint.checkpoint(..., use_reentrant=False), which supports it")
+    if probe is not None and not torch._C._will_engine_execute_node(probe):
+        raise RuntimeError(
+            "remat.torch: torch.autograd.grad and backward(inputs=...) through a "
+            "Checkpointed are not supported: the schedule's backwards accumulate every "
+            "parameter's gradient into its .grad, as loss.backward() does, which these must "
+            "not. Call loss.backward() and read the gradients from .grad (the input's too, "
+            "where it requires grad)")
+
+
 class _Run(torch.autograd.Function):
     @staticmethod
     def forward(ctx, owner, entry, schedule, x, probe):
@@ -820,26 +959,8 @@ class _Run(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         step = ctx.step
-        if step is None:
-            raise RuntimeError("remat.torch: this output's schedule has already run its backward; "
-                               "a second backward through it (retain_graph) is not supported")
+        _refuse_backwards_not_supported(step is None, ctx.probe)
         ctx.step = None
-        if torch.is_grad_enabled():  # the engine runs a create_graph backward with grad on
-            raise RuntimeError(
-                "remat.torch: a backward that records a graph of its own (create_graph=True, as "
-                "a gradient penalty or a second derivative needs) is not supported: the "
-                "schedule runs its backwards within this one, and the gradients they give carry "
-                "no graph. Compute that loss on the model run plainly, or checkpoint it with "
-                "torch.utils.checkpoint.checkpoint(..., use_reentrant=False), which supports it")
-        # The probe's node runs in a backward of every leaf (loss.backward()), not in one of
-        # some tensors only (torch.autograd.grad, backward(inputs=...)).
-        if not torch._C._will_engine_execute_node(ctx.probe):
-            raise RuntimeError(
-                "remat.torch: torch.autograd.grad and backward(inputs=...) through a "
-                "Checkpointed are not supported: the schedule's backwards accumulate every "
-                "parameter's gradient into its .grad, as loss.backward() does, which these must "
-                "not. Call loss.backward() and read the gradients from .grad (the input's too, "
-                "where it requires grad)")
         gx = step.owner._backward_part(step, g)
         return None, None, None, gx, None
 
@@ -852,6 +973,7 @@ class _Entry:
     alternatives: list = None  # per stage, options 1, 2, ... as checked under that state
     store_all_peak: int = None
     least_budgets: dict = field(default_factory=dict)  # solver -> its least budget
+    plain_peak: int = None  # plain autograd's step, measured where a loss is given
 
     def store_all(self):
         if self.store_all_peak is None:
@@ -889,19 +1011,27 @@ class Checkpointed(torch.nn.Module):
     peak ("least+40%"). Sizes are measured on the machine that runs the step: its CPU or GPU
     picks kernels, workspaces and layouts, so a budget in bytes or as a share of store-all that
     fits on one machine may not on another; "least" and "least+N%" fit on any.
-    `loss` is the function you train with, of what the model returns (default: the mean
-    square); it is used only to profile the loss, so that the prediction of the loss's memory
-    is exact. `slots` is passed to remat.solve.
+    `loss` is the function you train with, of what the model returns; given, it is profiled
+    (the prediction of the loss's memory is exact) and the budget bounds the whole step
+    `loss(m(x)).backward()` as the allocator measures it: the schedule gets the budget less
+    `loss_reserve`, what the loss's side holds beside it during the backward. Without it the
+    profile uses the mean square and the budget bounds the schedule (`outside_schedule` says
+    what was beside it). With `loss` given, the profile also measures plain autograd's step
+    (`plain_peak`); at budgets that hold it the model runs plainly, the fastest step and never
+    above plain autograd's peak (`run_plainly=False` runs the schedule at every budget). `slots`
+    is passed to remat.solve.
 
     `m(x)` in training mode with gradients enabled runs the schedule's forward part and returns
     what the model returns; its backward (`loss(y).backward()`) runs the rest. Otherwise (eval
     mode or no_grad) the model simply runs. After a step: `plan`, `expected_peak`,
     `measured_peak`, `expected_op_peaks`, `op_peaks`, `within_budget`, `as_predicted`,
-    `outside_schedule`, and `report()`.
+    `outside_schedule`, `total_peak`, `step_peak`, and `report()`; at any time `budget_bytes`,
+    `least_budget`, `store_all_peak` and `loss_reserve`.
     """
 
     def __init__(self, model, sample, budget, solver="optimal", loss=None, slots=None,
-                 warmup=1, runs=3, enforce_budget=False, leaf_modules=(), block_options=True):
+                 warmup=1, runs=3, enforce_budget=False, leaf_modules=(), block_options=True,
+                 run_plainly=True):
         super().__init__()
         self.split = None
         self.fused = []
@@ -951,6 +1081,8 @@ class Checkpointed(torch.nn.Module):
         self.slots = slots
         self.warmup, self.runs = warmup, runs
         self.enforce_budget = enforce_budget
+        self.run_plainly = run_plainly
+        self._plain_watch = None  # the hooks of the latest plain step, until its backward ends
         self._shapes = {}
         self._state = None
         self._rng = _Rng(x.device)
@@ -998,10 +1130,12 @@ class Checkpointed(torch.nn.Module):
         return x
 
     def _key(self, x):
-        """A profile's key: the input's shape, dtype and device, the other tensor inputs' (a
-        traced model's), and the autocast state (last)."""
+        """A profile's key: the input's shape, dtype and device, whether it requires grad (plain
+        autograd's step computes its gradient only then), the other tensor inputs' (a traced
+        model's), and the autocast state (last)."""
         state = _autocast_state()
-        return (_shape(x), self._extras, state) if self.split is not None else (_shape(x), state)
+        shape = (_shape(x), x.requires_grad)
+        return (shape, self._extras, state) if self.split is not None else (shape, state)
 
     def _warn_few_cuts(self):
         shares = self.split.shares
@@ -1057,7 +1191,10 @@ class Checkpointed(torch.nn.Module):
             with _under(state)():
                 profiled = _profile(list(self.stages), x, self.loss, self._meter, self._rng,
                                     self.warmup, self.runs, alternatives)
-            entry = _Entry(profiled, autocast=state, alternatives=alternatives)
+                plain = (_plain_step_peak(list(self.stages), x, self.loss, self._meter,
+                                          self._rng, self._state)
+                         if self.user_loss is not None else None)
+            entry = _Entry(profiled, autocast=state, alternatives=alternatives, plain_peak=plain)
             self._shapes[key] = entry
         return entry, self._plan_for_key(entry)
 
@@ -1091,16 +1228,59 @@ class Checkpointed(torch.nn.Module):
         store-all peak)."""
         return self._budget_of(self._current[0])
 
+    @property
+    def loss_reserve(self):
+        """Bytes of the budget kept for what the loss's side of the step holds beside the
+        schedule during the backward, at the last input shape, where `loss` was given (0
+        otherwise): the loss's scalar and the gradient autograd starts from, what the loss's
+        backward keeps until the backward ends, and the output's gradient, which autograd keeps
+        until the model's backward returns. The schedule is solved for the budget less this."""
+        return self._reserve(self._current[0])
+
+    @property
+    def least_budget(self):
+        """The least budget any schedule of `solver` fits at the last input shape, in the
+        budget's terms (the whole step's, with `loss_reserve`, where `loss` was given)."""
+        entry = self._current[0]
+        return entry.least(self.solver, self.slots) + self._reserve(entry)
+
+    @property
+    def store_all_peak(self):
+        """The peak of storing everything at the last input shape, in the budget's terms (the
+        schedule's, with `loss_reserve` where `loss` was given): the budget "100%" names."""
+        entry = self._current[0]
+        return entry.store_all() + self._reserve(entry)
+
+    @property
+    def plain_peak(self):
+        """Plain autograd's step peak at the last input shape (the stages run in sequence, the
+        loss, its backward; the parameters' gradients outside it), measured when the shape is
+        profiled, where `loss` was given (None otherwise). At budgets from it up the model runs
+        plainly: the fastest step, and never above plain autograd's peak."""
+        return self._current[0].plain_peak
+
+    def _reserve(self, entry):
+        return entry.profile.loss_beside if self.user_loss is not None else 0
+
     def _budget_of(self, entry):
-        return _budget_bytes(self.budget, entry.store_all,
-                             lambda: entry.least(self.solver, self.slots))
+        reserve = self._reserve(entry)
+        return _budget_bytes(self.budget, lambda: entry.store_all() + reserve,
+                             lambda: entry.least(self.solver, self.slots) + reserve)
 
     def _plan_for_key(self, entry):
         budget = self._budget_of(entry)
-        k = (budget, self.solver, self.slots)
+        k = (budget, self.solver, self.slots, self.run_plainly)
         if k not in entry.plans:
-            entry.plans[k] = _Schedule(entry.profile, solve(entry.profile.chain, budget,
-                                                            solver=self.solver, slots=self.slots))
+            reserve = self._reserve(entry)
+            if (self.run_plainly and entry.plain_peak is not None
+                    and budget >= entry.plain_peak):
+                result = solve(entry.profile.chain, 1 << 62, solver="store-all")
+                entry.plans[k] = _Schedule(entry.profile, result, budget, reserve,
+                                           entry.plain_peak)
+            else:
+                result = solve(entry.profile.chain, max(0, budget - reserve), solver=self.solver,
+                               slots=self.slots)
+                entry.plans[k] = _Schedule(entry.profile, result, budget, reserve)
         return entry.plans[k]
 
     # -- running --
@@ -1118,33 +1298,83 @@ class Checkpointed(torch.nn.Module):
             if not (self.training and torch.is_grad_enabled()):
                 return self.model(*args, **kwargs)
             x = self._bind(args, kwargs)
+        if self._plain_watch is not None:
+            # A plain step whose backward did not run (or was refused): its hooks on the
+            # parameters' gradient accumulators must not measure this one.
+            self._plain_watch.unwatch()
+            self._plain_watch = None
         entry, schedule = self._plan_for(x)
         self._last_key = self._key(x)
         plan = schedule.result
-        if not plan.feasible:
+        if not (plan.feasible or schedule.plain):
+            least = plan.min_feasible_budget
+            if least is not None and 0 <= least < 1 << 62:
+                least += schedule.reserve
+            kept = (f" ({schedule.reserve} of them kept for the loss's side of the step)"
+                    if schedule.reserve else "")
             raise BudgetError(
-                f"no schedule fits {plan.budget} bytes at input {tuple(x.shape)} "
-                f"({plan.solver}); the least is {plan.min_feasible_budget} bytes (sizes are "
-                f"measured on this machine; budget='least+N%' names a feasible budget on any)",
-                plan.min_feasible_budget)
+                f"no schedule fits {schedule.budget} bytes{kept} at input {tuple(x.shape)} "
+                f"({plan.solver}); the least is {least} bytes (sizes are measured on this "
+                "machine; budget='least+N%' names a feasible budget on any)", least)
         self.last = None
+        if schedule.plain:
+            y = self._forward_plainly(entry, schedule, x)
+            return y if self.split is None else self.split.rebuild(y)
         probe = self._probe.view_as(self._probe)  # a node that only a full backward runs
         y = _Run.apply(self, entry, schedule, x, probe)
         self._started.returned = weakref.ref(y)
         self._started = None
         return y if self.split is None else self.split.rebuild(y)
 
+    def _forward_plainly(self, entry, schedule, x):
+        """Plain autograd's forward (the budget holds its step): its backward measures the step
+        whole, as the profile measured it."""
+        step = _Step(self, entry, x)
+        step.schedule, step.expected = schedule, schedule.expected
+        step.a = step.t = step.g = None
+        step.under = _under(entry.autocast)
+        _define_gradients(self._state.loss_parameters)
+        watch = (_meter.NewGradients(_Windows(self._meter))
+                 if any(p.grad is None for p in self._state.parameters) else None)
+        step.t0 = time.perf_counter()
+
+        def end(peak):
+            # An output the caller kept through the backward is the caller's (as a schedule
+            # counts it beside the schedule): plain autograd's step frees it after the loss.
+            held = step.returned()
+            step.caller_kept = _nbytes(held) if held is not None else 0
+            del held
+            step.op_peaks = step.op_steps = [peak - step.caller_kept]
+            step.op_totals = [peak]
+            step.measured_ms = (time.perf_counter() - step.t0) * 1e3
+            step.new_gradients = None
+            self._plain_watch = None
+            self.last = step
+        step.new_gradients = self._plain_watch = watch  # held until the backward ends
+        probe = self._probe.view_as(self._probe)
+        with step.under():  # the cast cache off, as the profile ran it
+            y = _plain_forward(self._stage_modules, x, self._meter, watch, end, probe)
+        step.returned = weakref.ref(y)
+        return y
+
     def _measure(self, step, i, outside):
-        total = self._meter.peak() - step.base
+        total = self._meter.window_peak() - step.base
         if step.earlier is not None:
             total = max(total, step.earlier)
         peak = total - outside
         step.op_peaks.append(peak)
         step.op_totals.append(total)
-        if self.enforce_budget and peak > step.schedule.result.budget:
-            raise BudgetError(f"op {i} ({step.schedule.result.ops[i]}) allocated {peak} bytes, "
-                              f"above the budget of "
-                              f"{step.schedule.result.budget}", None)
+        step.op_steps.append(total - step.caller_kept)
+        if not self.enforce_budget:
+            return
+        schedule = step.schedule
+        if peak > schedule.result.budget:
+            raise BudgetError(f"op {i} ({schedule.result.ops[i]}) allocated {peak} bytes, above "
+                              f"the schedule's budget of {schedule.result.budget}", None)
+        if schedule.reserve and step.op_steps[-1] > schedule.budget:
+            raise BudgetError(f"op {i} ({schedule.result.ops[i]}): the step held "
+                              f"{step.op_steps[-1]} bytes with the loss's side, above the budget "
+                              f"of {schedule.budget}", None)
 
     def _forward_part(self, step):
         schedule = step.schedule
@@ -1163,7 +1393,7 @@ class Checkpointed(torch.nn.Module):
         try:
             with torch.enable_grad():  # for F_all; F_ck and F_none disable it (a context each)
                 for i in range(schedule.loss_index):
-                    m.reset_peak()
+                    m.open_window()
                     step.run(*schedule.ops[i])
                     m.sync()
                     self._measure(step, i, 0)
@@ -1185,7 +1415,7 @@ class Checkpointed(torch.nn.Module):
         else:
             y = step.t[L][1].detach()
             step.output_in_tape = True
-        m.reset_peak()
+        m.open_window()
         return y
 
     def _backward_part(self, step, g):
@@ -1197,8 +1427,9 @@ class Checkpointed(torch.nn.Module):
         step.under = _under(step.entry.autocast)
         # The loss op ran between the two parts: its peak is what the window since the forward
         # part ended reached.
-        step.op_peaks.append(m.peak() - step.base)
+        step.op_peaks.append(m.window_peak() - step.base)
         step.op_totals.append(step.op_peaks[-1])
+        step.op_steps.append(step.op_peaks[-1])
         step.a[L] = None  # the loss has ended
         if (g.layout == torch.strided and g.is_contiguous()
                 and _storage_bytes(g) == g.numel() * g.element_size()):
@@ -1214,13 +1445,12 @@ class Checkpointed(torch.nn.Module):
         step.residue = m.current() - step.base - schedule.after_loss
         step.outside = step.residue
         if any(p.grad is None for p in self._state.parameters):
-            step.new_gradients = _meter.NewGradients(
-                None if self._meter is cpu_meter else self._meter)
+            step.new_gradients = _meter.NewGradients(_Windows(self._meter))
         try:
             with torch.enable_grad():  # as in the forward part
                 for i in range(schedule.loss_index + 1, len(schedule.ops)):
                     kind, k, option = schedule.ops[i]
-                    m.reset_peak()
+                    m.open_window()
                     step.earlier = None
                     step.run(kind, k, option)
                     m.sync()
@@ -1233,6 +1463,7 @@ class Checkpointed(torch.nn.Module):
                         held = step.returned() if step.output_in_tape else None
                         if held is not None:
                             step.residue += _nbytes(held)
+                            step.caller_kept = _nbytes(held)
                             del held
                     step.outside = max(step.outside, step.residue)
         finally:
@@ -1267,7 +1498,12 @@ class Checkpointed(torch.nn.Module):
 
     @property
     def within_budget(self):
-        return self.measured_peak <= self._last("within_budget").schedule.result.budget
+        """Whether the last step kept its budget: the whole step (`step_peak`) where `loss` was
+        given, the schedule's ops (`measured_peak`) otherwise."""
+        s = self._last("within_budget")
+        if self.measured_peak > s.schedule.result.budget:
+            return False
+        return s.schedule.reserve == 0 or self.step_peak <= s.schedule.budget
 
     @property
     def as_predicted(self):
@@ -1285,9 +1521,17 @@ class Checkpointed(torch.nn.Module):
     @property
     def total_peak(self):
         """The most allocated during the last step, the schedule's and `outside_schedule`
-        together: what a meter reset before `loss(m(x)).backward()` reads after it."""
+        together: what a meter reset before `loss(m(x)).backward()` reads after it (with the
+        input, less what was allocated before the step)."""
         s = self._last("total_peak")
         return max([_nbytes_input(s)] + s.op_totals)
+
+    @property
+    def step_peak(self):
+        """`total_peak` less the output where the caller kept it through the backward (the
+        caller's own tensor): what the budget bounds where `loss` was given."""
+        s = self._last("step_peak")
+        return max([_nbytes_input(s)] + s.op_steps)
 
     @property
     def measured_ms(self):
@@ -1346,9 +1590,28 @@ class Checkpointed(torch.nn.Module):
                 row += "  " + type(self._stage_modules[k]).__name__
             lines.append(row)
         plan = schedule.result
-        lines.append(f"budget {self.budget!r} = {plan.budget} bytes; store-all peak "
-                     f"{entry.store_all()} bytes; solver {plan.solver}")
-        if not plan.feasible:
+        lines.append(f"budget {self.budget!r} = {schedule.budget} bytes; store-all peak "
+                     f"{self.store_all_peak} bytes; solver {plan.solver}")
+        if schedule.reserve:
+            lines.append(f"the budget bounds the whole step: {schedule.reserve} bytes kept for "
+                         "the loss's side of the backward (its scalar, the gradients autograd "
+                         f"holds), {plan.budget} for the schedule")
+        else:
+            lines.append("the budget bounds the schedule; the loss's side of the backward is "
+                         "beside it (pass loss= to bound the whole step)")
+        if schedule.plain:
+            lines.append(f"plain autograd's step peaks at {entry.plain_peak} bytes, within the "
+                         "budget: the model runs plainly, without a schedule")
+            lines.append(f"predicted peak {self.expected_peak} bytes")
+            if self.last is not None and self.last.schedule is schedule:
+                lines.append(f"measured peak {self.measured_peak} bytes in "
+                             f"{self.last.measured_ms:.1f} ms ("
+                             + ("as predicted" if self.as_predicted else "not as predicted")
+                             + (", within the budget" if self.within_budget
+                                else ", ABOVE the budget") + ")")
+            else:
+                lines.append("measured peak: no step at this shape and budget yet")
+        elif not plan.feasible:
             lines.append(f"no schedule fits; the least budget is {plan.min_feasible_budget} "
                          "bytes")
         else:
@@ -1363,6 +1626,10 @@ class Checkpointed(torch.nn.Module):
                              + ("as predicted" if self.as_predicted else "not as predicted")
                              + (", within the budget" if self.within_budget
                                 else ", ABOVE the budget") + ")")
+                lines.append(f"the whole step peaked at {self.total_peak} bytes, "
+                             f"{self.outside_schedule} of them beside the schedule"
+                             + (f" ({self.total_peak - self.step_peak} the output the caller "
+                                "kept)" if self.total_peak != self.step_peak else ""))
             else:
                 lines.append("measured peak: no step at this shape and budget yet")
         text = "\n".join(lines)

@@ -12,6 +12,7 @@ the default four (resnet50, densenet121, mobilenet_v3_large, efficientnet_b0).""
 import copy
 import dataclasses
 import gc
+import io
 import os
 import unittest
 import warnings
@@ -59,19 +60,49 @@ def step_and_compare(test, m, model, args, loss, budget):
     test.assertEqual(m.measured_peak, m.expected_peak)
     test.assertLessEqual(m.measured_peak, m.budget_bytes)
     test.assertTrue(m.within_budget)
-    return len(m.plan.ops) - (2 * len(m.chain) + 1)  # the recomputations
+    recomputations = len(m.plan.ops) - (2 * len(m.chain) + 1)
+    # A second step, with the gradients defined (new ones are outside the budget), measured
+    # whole by the allocator: within the budget where the loss was given.
+    measured = whole_step_peak(lambda: loss(m(*args)).backward(), x)
+    test.assertEqual(measured, m.total_peak)
+    test.assertTrue(m.as_predicted)
+    if m.user_loss is not None:
+        test.assertLessEqual(measured, m.budget_bytes)
+        test.assertLessEqual(m.outside_schedule, m.loss_reserve)
+    return recomputations
+
+
+def whole_step_peak(step, x):
+    """The peak of `step()` as the CPU meter measures it, above what was allocated before it,
+    the input `x` included."""
+    gc.collect()
+    rt.cpu_meter.reset_peak()
+    before = rt.cpu_meter.current()
+    step()
+    return rt.cpu_meter.peak() - before + x.numel() * x.element_size()
 
 
 def check_budgets(test, model, args, loss=LOSS.__func__, expect_recompute=True):
-    m = rt.Checkpointed(model, tuple(args), budget=1 << 40, loss=loss, runs=1)
-    least = remat.solve(m.chain, 0).min_feasible_budget
-    store_all = remat.solve(m.chain, 1 << 62, solver="store-all").peak_memory
+    """Schedules at the least, a middle and the store-all budget (run_plainly=False: a small
+    model's budgets may all hold plain autograd's step), then the store-all budget as a user
+    gets it, which runs plainly where a loss is given."""
+    m = rt.Checkpointed(model, tuple(args), budget=1 << 40, loss=loss, runs=1,
+                        run_plainly=False)
+    least, store_all = m.least_budget, m.store_all_peak  # with the loss's reserve
     recomputed = 0
     for budget in (least, (least + store_all) // 2, store_all):
         with test.subTest(budget=budget):
             recomputed += step_and_compare(test, m, model, args, loss, budget)
     if expect_recompute:
         test.assertGreater(recomputed, 0, "no budget made the schedule recompute")
+    m.run_plainly = True
+    with test.subTest(budget=store_all, plainly=True):
+        step_and_compare(test, m, model, args, loss, store_all)
+        if loss is not None:
+            test.assertLessEqual(m.plain_peak, store_all)
+            test.assertEqual(m.measured_peak, m.plain_peak)
+            test.assertIn("the model runs plainly", m.report(file=io.StringIO()))
+    m.run_plainly = False
     return m
 
 
@@ -361,6 +392,25 @@ class Tracing(unittest.TestCase):
         self.assertIn("Residual: traced with torch.fx, ", text)
         self.assertIn("as predicted, within the budget", text)
         self.assertIn(f"predicted peak {m.expected_peak} bytes", text)
+        self.assertIn("the budget bounds the schedule", text)
+        # With the loss given, the budget bounds the whole step: the schedule gets it less what
+        # the loss's side holds beside it, and the figures are in the budget's terms.
+        w = rt.Checkpointed(model, x, budget="least", runs=1, loss=LOSS.__func__)
+        reserve = w.loss_reserve
+        self.assertGreater(reserve, 0)
+        least = remat.solve(w.chain, 0).min_feasible_budget
+        store_all = remat.solve(w.chain, 1 << 62, solver="store-all").peak_memory
+        self.assertEqual((w.least_budget, w.store_all_peak), (least + reserve, store_all + reserve))
+        self.assertEqual((w.budget_bytes, w.plan.budget), (least + reserve, least))
+        w.budget = "100%"
+        self.assertEqual(w.budget_bytes, store_all + reserve)
+        for budget in ("least", "least+50%", "100%"):
+            w.budget = budget
+            measured = whole_step_peak(lambda: LOSS.__func__(w(x)).backward(), x)
+            self.assertLessEqual(measured, w.budget_bytes)
+            self.assertTrue(w.within_budget and w.as_predicted)
+        text = w.report(file=open(os.devnull, "w"))
+        self.assertIn(f"the budget bounds the whole step: {reserve} bytes kept", text)
 
 
 # --- options inside blocks ------------------------------------------------------------------------
@@ -410,6 +460,7 @@ def favour_options(m):
                                       memory_unit="bytes")
     entry.plans.clear()
     entry.store_all_peak = None
+    entry.least_budgets.clear()
 
 
 class NoTwin(torch.nn.Module):
@@ -446,8 +497,7 @@ class BlockOptions(unittest.TestCase):
                 if st.options and st.options[1].tape_size < st.options[0].tape_size - 8192]
         self.assertEqual(len(wide), 2, "each MLP's option should keep one hidden layer less")
         favour_options(m)
-        least = remat.solve(m.chain, 0).min_feasible_budget
-        store_all = remat.solve(m.chain, 1 << 62, solver="store-all").peak_memory
+        least, store_all = m.least_budget, m.store_all_peak
         used = set()
         for budget in range(least, store_all + 1, max(1, (store_all - least) // 6)):
             with self.subTest(budget=budget):

@@ -131,6 +131,7 @@ def favour_options(m):
                                       memory_unit="bytes")
     entry.plans.clear()
     entry.store_all_peak = None
+    entry.least_budgets.clear()
 
 
 SELECTIVE = tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 4)
@@ -191,7 +192,19 @@ def step_and_compare(test, m, model, x, loss, budget, step):
     test.assertEqual(m.measured_peak, m.expected_peak)
     test.assertLessEqual(m.measured_peak, m.budget_bytes)
     test.assertTrue(m.within_budget)
-    return len(m.plan.ops) - (2 * len(m.chain) + 1)
+    recomputations = len(m.plan.ops) - (2 * len(m.chain) + 1)
+    if not x.is_cuda and m.user_loss is not None:
+        # A second step, with the gradients defined (new ones are outside the budget), measured
+        # whole by the CPU meter: within the budget.
+        gc.collect()
+        rt.cpu_meter.reset_peak()
+        before = rt.cpu_meter.current()
+        step(m, x, loss)
+        measured = rt.cpu_meter.peak() - before + x.numel() * x.element_size()
+        test.assertEqual(measured, m.total_peak)
+        test.assertLessEqual(measured, m.budget_bytes)
+        test.assertTrue(m.as_predicted)
+    return recomputations
 
 
 def check_budgets(test, m, model, x, loss, step):
@@ -199,13 +212,18 @@ def check_budgets(test, m, model, x, loss, step):
     under the step's autocast state (the first step under it profiles it)."""
     m.budget = 1 << 40
     step(m, x, loss)  # profiles the chain under the state
-    least = remat.solve(m.chain, 0).min_feasible_budget
-    store_all = remat.solve(m.chain, 1 << 62, solver="store-all").peak_memory
+    least, store_all = m.least_budget, m.store_all_peak  # with the loss's reserve
     recomputed = 0
+    m.run_plainly = False  # schedules at every budget (a small model's may hold plain autograd's)
     for budget in (least, (least + store_all) // 2, store_all):
         with test.subTest(budget=budget):
             recomputed += step_and_compare(test, m, model, x, loss, budget, step)
     test.assertGreater(recomputed, 0, "no budget made the schedule recompute")
+    m.run_plainly = True  # as a user gets it: plainly, where the loss is given
+    with test.subTest(budget=store_all, plainly=True):
+        step_and_compare(test, m, model, x, loss, store_all, step)
+        if m.user_loss is not None:
+            test.assertEqual(m.measured_peak, m.plain_peak)
 
 
 def bf16():
@@ -262,8 +280,7 @@ class CpuBfloat16(unittest.TestCase):
                 if st.options and st.options[1].tape_size < st.options[0].tape_size - 4096]
         self.assertEqual(len(wide), 2, "each MLP's option should keep a hidden layer less")
         favour_options(m)
-        least = remat.solve(m.chain, 0).min_feasible_budget
-        store_all = remat.solve(m.chain, 1 << 62, solver="store-all").peak_memory
+        least, store_all = m.least_budget, m.store_all_peak
         used = set()
         for budget in range(least, store_all + 1, max(1, (store_all - least) // 6)):
             with self.subTest(budget=budget):

@@ -5,6 +5,7 @@ statistics bitwise equal to plain autograd's, and every op allocates what the pr
 (remat::torch's CPU meter), so the measured peak is the expected one, within the budget."""
 
 import copy
+import gc
 import os
 import unittest
 
@@ -64,13 +65,32 @@ def gpt_stages(vocab=50, seq=16, dim=32, heads=4, layers=3):
     return [Embed(vocab, seq, dim), *[Block(dim, heads) for _ in range(layers)], head]
 
 
+def whole_step_peak(m, x, loss):
+    """The peak of `loss(m(x)).backward()` as the allocator measures it, above what was allocated
+    before the step, the input included (the CPU meter, or the CUDA allocator's statistics)."""
+    meter = rt.cpu_meter if not x.is_cuda else rt._CudaMeter(x.device)
+    gc.collect()
+    meter.sync()
+    meter.reset_peak()
+    before = meter.current()
+    loss(m(x)).backward()
+    meter.sync()
+    return meter.peak() - before + x.numel() * x.element_size()
+
+
 class Checkpointed(unittest.TestCase):
-    def check_budgets(self, stages, x, loss, budgets=None):
-        m = rt.Checkpointed(stages, x, budget=1 << 40, loss=loss, runs=1)
+    def check_budgets(self, stages, x, loss, schedule_budgets=None, run_plainly=True):
+        """One step at the least, a middle and the store-all budget (or at each of
+        `schedule_budgets` given to the schedule, the loss's reserve added) against plain
+        autograd; then a second step, with the parameters' gradients defined, measured whole."""
+        m = rt.Checkpointed(stages, x, budget=1 << 40, loss=loss, runs=1,
+                            run_plainly=run_plainly)
         chain = m.chain
-        least = remat.solve(chain, 0).min_feasible_budget
-        store_all = remat.solve(chain, 1 << 62, solver="store-all").peak_memory
-        budgets = budgets or [least, (least + store_all) // 2, store_all]
+        least, store_all = m.least_budget, m.store_all_peak
+        self.assertEqual(least, remat.solve(chain, 0).min_feasible_budget + m.loss_reserve)
+        self.assertGreater(m.loss_reserve, 0)
+        budgets = ([b + m.loss_reserve for b in schedule_budgets] if schedule_budgets
+                   else [least, (least + store_all) // 2, store_all])
         recomputed = 0
         for budget in budgets:
             with self.subTest(budget=budget):
@@ -99,18 +119,37 @@ class Checkpointed(unittest.TestCase):
                 self.assertEqual(m.op_peaks, m.expected_op_peaks)
                 self.assertTrue(m.as_predicted)
                 self.assertEqual(m.measured_peak, m.expected_peak)
-                self.assertLessEqual(m.measured_peak, budget)
+                plainly = run_plainly and budget >= m.plain_peak  # it holds plain autograd's
+                if not plainly:
+                    self.assertLessEqual(m.measured_peak, budget - m.loss_reserve)
                 self.assertTrue(m.within_budget)
                 # Beside the schedule: the loss's scalar and its gradient, and the output's
-                # gradient (autograd's, until the backward returns): nothing of remat's.
+                # gradient (autograd's, until the backward returns): nothing of remat's, and no
+                # more than the profile kept for it.
                 out = torch.Size(chain_output_shape(m))
                 if x.is_cuda:  # in the caching allocator's 512-byte blocks
                     self.assertLessEqual(m.outside_schedule, (out.numel() * 4 + 511) // 512 * 512
                                          + 2 * 512)
                 else:
                     self.assertLessEqual(m.outside_schedule, out.numel() * 4 + 64)
+                self.assertLessEqual(m.outside_schedule, m.loss_reserve)
+                self.assertLessEqual(m.step_peak, budget)
                 recomputed += len(m.plan.ops) - (2 * len(chain) + 1)
+                # The budget bounds the whole step as the allocator measures it, and the step
+                # never peaks above plain autograd's, whose peak the profile measured.
+                measured = whole_step_peak(m, x, loss)
+                self.assertLessEqual(measured, budget)
+                self.assertEqual(measured, m.total_peak)
+                self.assertTrue(m.within_budget and m.as_predicted)
+                plain = whole_step_peak(ref, x, loss)
+                self.assertEqual(plain, m.plain_peak)
+                if run_plainly:
+                    self.assertLessEqual(measured, plain)
+                if plainly:
+                    self.assertEqual(measured, plain)
         self.assertGreater(recomputed, 0, "no budget made the schedule recompute")
+        if schedule_budgets is None:  # store-all's budget holds plain autograd's step
+            self.assertGreaterEqual(m.store_all_peak, m.plain_peak)
         return m
 
     def test_resnet18(self):
@@ -137,7 +176,7 @@ class Checkpointed(unittest.TestCase):
         m = self.check_budgets(stages, ids, loss)
         # Another sequence length is profiled again, and its own schedule runs.
         short = ids[:, :8].contiguous()
-        m.budget = remat.solve(m.chain, 0).min_feasible_budget
+        m.budget = "least"
         loss(m(short)).backward()
         self.assertEqual(m.chain.input_size, short.numel() * 8)
         self.assertTrue(m.as_predicted)
@@ -163,7 +202,9 @@ class Checkpointed(unittest.TestCase):
             if before.index == L - 1 and before.kind in ("F_none", "F_ck"):
                 found.setdefault(before.kind, budget)
         self.assertEqual(sorted(found), ["F_ck", "F_none"])
-        self.check_budgets(stages, x, loss, budgets=sorted(found.values()))
+        # Those budgets hold plain autograd's step: the schedules run as asked.
+        self.check_budgets(stages, x, loss, schedule_budgets=sorted(found.values()),
+                           run_plainly=False)
 
     @unittest.skipUnless(torch.cuda.is_available(), "no GPU")
     def test_gpt_with_dropout_on_a_gpu(self):
@@ -191,6 +232,12 @@ class Checkpointed(unittest.TestCase):
             m(x)
         self.assertEqual(e.exception.min_feasible_budget,
                          remat.solve(m.chain, 0).min_feasible_budget)
+        self.assertEqual(m.loss_reserve, 0)  # no loss given: the budget bounds the schedule
+        with_loss = rt.Checkpointed(net, x, budget=1, runs=1, loss=lambda y: y.pow(2).sum())
+        with self.assertRaisesRegex(rt.BudgetError, "kept for the loss's side") as e:
+            with_loss(x)
+        self.assertGreater(with_loss.loss_reserve, 0)
+        self.assertEqual(e.exception.min_feasible_budget, with_loss.least_budget)
         # A stage that returns its input (or a view of it) runs with the stage before it; as
         # the first stage, it is an error.
         fused = rt.Checkpointed([torch.nn.Linear(8, 8), torch.nn.Identity()], x, budget=1 << 30)
