@@ -21,6 +21,17 @@ function(remat_torch_skip)
                  "(-DREMAT_TORCH=OFF silences this)")
 endfunction()
 
+# A pip build (scikit-build-core, which sets SKBUILD and Python3_EXECUTABLE to the interpreter
+# that runs it: the one of the environment pip installs into) runs CMake inside pip's isolated
+# build environment, whose PYTHONPATH names a sitecustomize that hides that environment's
+# site-packages, torch among them. remat._torch must be built against the torch the environment
+# loads, so there that interpreter, and no other, is asked about torch without the overlay
+# (PYTHONPATH and PYTHONNOUSERSITE unset). python/CMakeLists.txt asks it the same way.
+set(remat_python_launcher "")
+if(SKBUILD)
+  set(remat_python_launcher ${CMAKE_COMMAND} -E env --unset=PYTHONPATH --unset=PYTHONNOUSERSITE)
+endif()
+
 # Sets `out` to the first of `candidates` that imports torch, and `out`_PREFIX to its
 # torch.utils.cmake_prefix_path, `out`_VERSION to torch.__version__.
 function(remat_find_torch_python out)
@@ -30,7 +41,7 @@ function(remat_find_torch_python out)
       continue()
     endif()
     execute_process(
-      COMMAND ${remat_candidate} -c
+      COMMAND ${remat_python_launcher} ${remat_candidate} -c
               "import torch, torch.utils; print(torch.__version__); print(torch.utils.cmake_prefix_path)"
       RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
     if(result EQUAL 0)
@@ -103,7 +114,12 @@ if(REMAT_TORCH)
       message(FATAL_ERROR "REMAT_TORCH_PYTHON=${REMAT_TORCH_PYTHON} cannot import torch")
     endif()
   else()
-    remat_find_torch_python(remat_torch_python python3 /usr/bin/python3)
+    if(SKBUILD)
+      set(remat_torch_candidates ${Python3_EXECUTABLE})
+    else()
+      set(remat_torch_candidates python3 /usr/bin/python3)
+    endif()
+    remat_find_torch_python(remat_torch_python ${remat_torch_candidates})
     if(remat_torch_python)  # kept: a re-configure (by the build, say) sees the same torch
       set(REMAT_TORCH_PYTHON ${remat_torch_python} CACHE FILEPATH
           "Python whose torch remat::torch is built against" FORCE)
@@ -121,7 +137,13 @@ if(REMAT_TORCH)
   if(remat_torch_python)
     message(STATUS "remat::torch: Python ${remat_torch_python} has torch ${remat_torch_python_VERSION}")
   endif()
+endif()
 
+# A pip build looks for no libtorch but its Python's (a system libtorch would be another torch).
+if(REMAT_TORCH AND SKBUILD AND NOT remat_torch_python)
+  remat_torch_skip("${Python3_EXECUTABLE}, the Python this package is built for, cannot import "
+                   "torch (install torch into its environment before remat)")
+elseif(REMAT_TORCH)
   set(remat_torch_dir "")
   if(Torch_DIR)
     set(remat_torch_dir ${Torch_DIR})

@@ -34,11 +34,18 @@ from . import _fx, _selective
 
 try:
     from . import _torch as _meter
-except ImportError as e:  # pragma: no cover - depends on the build
+except ModuleNotFoundError as e:  # pragma: no cover - depends on the build
     raise ImportError(
         "remat.torch needs remat._torch, remat::torch's CPU meter compiled against the libtorch "
         "that this Python's torch loads; it was not built (see the 'remat Python package' lines "
-        "of CMake's configure output)"
+        "of CMake's configure output; pip builds it where the Python that runs pip imports "
+        "torch: install torch, then reinstall remat)"
+    ) from e
+except ImportError as e:  # pragma: no cover - depends on the build
+    raise ImportError(
+        f"remat._torch does not load with this Python's torch {torch.__version__} ({e}); it "
+        "must be built against this torch: rebuild remat, or reinstall it (pip install "
+        "--force-reinstall --no-cache-dir)"
     ) from e
 
 __all__ = ["Checkpointed", "ModelError", "BudgetError", "FewCutsWarning", "Profile", "profile",
