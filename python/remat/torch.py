@@ -87,6 +87,40 @@ class BudgetError(ValueError):
         self.min_feasible_budget = min_feasible_budget
 
 
+# --- torch.compile ---------------------------------------------------------------------------------
+
+_compiler = getattr(torch, "compiler", None)
+if _compiler is not None and hasattr(_compiler, "disable"):  # torch 2.1 and later
+    _outside_dynamo = _compiler.disable
+elif hasattr(torch, "_dynamo"):  # torch 2.0
+    _outside_dynamo = torch._dynamo.disable
+else:  # torch 1.x: nothing compiles
+    def _outside_dynamo(fn):
+        return fn
+if _compiler is not None and hasattr(_compiler, "is_compiling"):
+    _is_compiling = _compiler.is_compiling
+elif hasattr(torch, "_dynamo") and hasattr(torch._dynamo, "is_compiling"):
+    _is_compiling = torch._dynamo.is_compiling
+else:
+    def _is_compiling():
+        return False
+
+
+def _compile_options(compile):
+    """Checkpointed's `compile` as torch.compile's keyword arguments (None: not compiled)."""
+    if compile is None or compile is False:
+        return None
+    if not hasattr(torch, "compile"):
+        raise RuntimeError(f"compile: torch {torch.__version__} has no torch.compile (torch 2.0 "
+                           "and later)")
+    if compile is True:
+        return {}
+    if isinstance(compile, dict):
+        return dict(compile)
+    raise TypeError("compile must be True, False or a dict of torch.compile's keyword arguments "
+                    f"(e.g. {{'mode': 'max-autotune'}}), not {type(compile).__name__}")
+
+
 # --- meters ----------------------------------------------------------------------------------------
 
 class _CpuMeter:
@@ -865,7 +899,7 @@ class _Step:
 
     def forward(self, k, x, option=0):
         o = self.owner
-        s = o._stage_modules[k] if option == 0 else self.entry.alternatives[k][option - 1]
+        s = self.entry.stages[k] if option == 0 else self.entry.alternatives[k][option - 1]
         if not self.forwarded[k]:
             self.forwarded[k] = True
             if self.schedule.recomputed[k]:  # the draws its recomputation must repeat
@@ -981,6 +1015,7 @@ class _Entry:
     store_all_peak: int = None
     least_budgets: dict = field(default_factory=dict)  # solver -> its least budget
     plain_peak: int = None  # plain autograd's step, measured where a loss is given
+    stages: list = None  # the modules the steps run: the stages, or each compiled
 
     def store_all(self):
         if self.store_all_peak is None:
@@ -1026,7 +1061,11 @@ class Checkpointed(torch.nn.Module):
     what was beside it). With `loss` given, the profile also measures plain autograd's step
     (`plain_peak`); at budgets that hold it the model runs plainly, the fastest step and never
     above plain autograd's peak (`run_plainly=False` runs the schedule at every budget). `slots`
-    is passed to remat.solve.
+    is passed to remat.solve. `compile=True` (or a dict of torch.compile's keyword arguments)
+    runs each stage compiled by torch.compile (profiled as compiled, once per input signature);
+    `torch.compile(Checkpointed(...))` does the same, dynamo leaving the schedule's runner out of
+    its graph, and so does `Checkpointed(torch.compile(model))` (torch.compile's default
+    options).
 
     `m(x)` in training mode with gradients enabled runs the schedule's forward part and returns
     what the model returns; its backward (`loss(y).backward()`) runs the rest. Otherwise (eval
@@ -1038,8 +1077,13 @@ class Checkpointed(torch.nn.Module):
 
     def __init__(self, model, sample, budget, solver="optimal", loss=None, slots=None,
                  warmup=1, runs=3, enforce_budget=False, leaf_modules=(), block_options=True,
-                 run_plainly=True):
+                 run_plainly=True, compile=False):
         super().__init__()
+        original = getattr(model, "_orig_mod", None)
+        if isinstance(original, torch.nn.Module) and type(model).__name__ == "OptimizedModule":
+            # Checkpointed(torch.compile(model)): the model, each block compiled.
+            model = original
+            compile = compile or True
         self.split = None
         self.fused = []
         self._rng_device = None
@@ -1089,6 +1133,9 @@ class Checkpointed(torch.nn.Module):
         self.warmup, self.runs = warmup, runs
         self.enforce_budget = enforce_budget
         self.run_plainly = run_plainly
+        self.compile = compile
+        self._compile_options = _compile_options(compile)
+        self._compiled_stages = None  # torch.compile of each stage, made when first needed
         self._plain_watch = None  # the hooks of the latest plain step, until its backward ends
         self._shapes = {}
         self._state = None
@@ -1096,8 +1143,9 @@ class Checkpointed(torch.nn.Module):
         self._meter = _meter_for(x)
         self._probe = torch.empty(0, requires_grad=True)
         self.last = None
-        self._plan_for(x)
-        self._last_key = self._key(x)
+        compiled = self._compile_options is not None
+        self._plan_for(x, compiled)
+        self._last_key = self._key(x, compiled)
 
     # -- traced models: arguments and output --
 
@@ -1136,13 +1184,21 @@ class Checkpointed(torch.nn.Module):
                              else None for name, _ in split.extra_inputs)
         return x
 
-    def _key(self, x):
+    def _key(self, x, compiled=False):
         """A profile's key: the input's shape, dtype and device, whether it requires grad (plain
-        autograd's step computes its gradient only then), the other tensor inputs' (a traced
-        model's), and the autocast state (last)."""
+        autograd's step computes its gradient only then), whether the stages run compiled, the
+        other tensor inputs' (a traced model's), and the autocast state (last)."""
         state = _autocast_state()
-        shape = (_shape(x), x.requires_grad)
+        shape = (_shape(x), x.requires_grad, compiled)
         return (shape, self._extras, state) if self.split is not None else (shape, state)
+
+    def _stages_for(self, compiled):
+        if not compiled:
+            return list(self.stages)
+        if self._compiled_stages is None:
+            options = self._compile_options if self._compile_options is not None else {}
+            self._compiled_stages = [torch.compile(s, **options) for s in self.stages]
+        return self._compiled_stages
 
     def _warn_few_cuts(self):
         shares = self.split.shares
@@ -1188,20 +1244,24 @@ class Checkpointed(torch.nn.Module):
             self._alternatives_by_state[state] = kept
         return kept
 
-    def _plan_for(self, x):
+    def _plan_for(self, x, compiled=False):
         self._discover(x)
-        key = self._key(x)
+        key = self._key(x, compiled)
         entry = self._shapes.get(key)
         if entry is None:
             state = key[-1]
-            alternatives = self._alternatives_under(state, x)
+            stages = self._stages_for(compiled)
+            # Compiled blocks record as compiled; options inside them are not offered.
+            alternatives = ([[] for _ in stages] if compiled
+                            else self._alternatives_under(state, x))
             with _under(state)():
-                profiled = _profile(list(self.stages), x, self.loss, self._meter, self._rng,
-                                    self.warmup, self.runs, alternatives)
-                plain = (_plain_step_peak(list(self.stages), x, self.loss, self._meter,
-                                          self._rng, self._state)
+                profiled = _profile(stages, x, self.loss, self._meter, self._rng, self.warmup,
+                                    self.runs, alternatives)
+                plain = (_plain_step_peak(stages, x, self.loss, self._meter, self._rng,
+                                          self._state)
                          if self.user_loss is not None else None)
-            entry = _Entry(profiled, autocast=state, alternatives=alternatives, plain_peak=plain)
+            entry = _Entry(profiled, autocast=state, alternatives=alternatives, plain_peak=plain,
+                           stages=stages)
             self._shapes[key] = entry
         return entry, self._plan_for_key(entry)
 
@@ -1293,25 +1353,30 @@ class Checkpointed(torch.nn.Module):
     # -- running --
 
     def forward(self, *args, **kwargs):
-        if self.split is None:
-            if kwargs or len(args) != 1:
-                raise TypeError("a Checkpointed of stages takes one tensor")
-            x = args[0]
-            if not (self.training and torch.is_grad_enabled()):
-                for s in self.stages:
-                    x = s(x)
-                return x
-        else:
-            if not (self.training and torch.is_grad_enabled()):
+        if self.split is None and (kwargs or len(args) != 1):
+            raise TypeError("a Checkpointed of stages takes one tensor")
+        if not (self.training and torch.is_grad_enabled()):
+            if self.split is not None:
                 return self.model(*args, **kwargs)
-            x = self._bind(args, kwargs)
+            x = args[0]
+            for s in self.stages:
+                x = s(x)
+            return x
+        # Under torch.compile(Checkpointed(...)), dynamo traces this far: the step runs outside
+        # its graph (a schedule is Python state that changes at every op), the stages compiled.
+        return self._step(args, kwargs, bool(self._compile_options is not None
+                                             or _is_compiling()))
+
+    @_outside_dynamo
+    def _step(self, args, kwargs, compiled):
+        x = args[0] if self.split is None else self._bind(args, kwargs)
         if self._plain_watch is not None:
             # A plain step whose backward did not run (or was refused): its hooks on the
             # parameters' gradient accumulators must not measure this one.
             self._plain_watch.unwatch()
             self._plain_watch = None
-        entry, schedule = self._plan_for(x)
-        self._last_key = self._key(x)
+        entry, schedule = self._plan_for(x, compiled)
+        self._last_key = self._key(x, compiled)
         plan = schedule.result
         if not (plan.feasible or schedule.plain):
             least = plan.min_feasible_budget
@@ -1360,7 +1425,7 @@ class Checkpointed(torch.nn.Module):
         step.new_gradients = self._plain_watch = watch  # held until the backward ends
         probe = self._probe.view_as(self._probe)
         with step.under():  # the cast cache off, as the profile ran it
-            y = _plain_forward(self._stage_modules, x, self._meter, watch, end, probe)
+            y = _plain_forward(entry.stages, x, self._meter, watch, end, probe)
         step.returned = weakref.ref(y)
         return y
 
@@ -1582,6 +1647,9 @@ class Checkpointed(torch.nn.Module):
         elif self.fused:
             lines.append("stages fused with the one before (their output is their input or a "
                          "view of it): " + ", ".join(map(str, self.fused)))
+        if entry.stages is self._compiled_stages:
+            lines.append("each block runs compiled by torch.compile (profiled as compiled; no "
+                         "options inside blocks)")
         lines.append(f"{'block':>5} {'fwd ms':>8} {'bwd ms':>8} {'output B':>11} {'tape B':>11}"
                      + ("  share  nodes" if split is not None else "  module"))
         for k, st in enumerate(chain.stages):
