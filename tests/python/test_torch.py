@@ -206,6 +206,33 @@ class Checkpointed(unittest.TestCase):
         self.check_budgets(stages, x, loss, schedule_budgets=sorted(found.values()),
                            run_plainly=False)
 
+    def test_two_forwards_then_one_backward_and_accumulated_micro_batches(self):
+        # Loops that hold two steps at once (the backward of a sum of two losses) or accumulate
+        # gradients over micro-batches: plain autograd's gradients, bit for bit, whether the
+        # budget runs a schedule or holds plain autograd's step.
+        torch.manual_seed(8)
+        stages = [torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.Tanh()) for _ in range(6)]
+        xs = [torch.randn(8, 32), torch.randn(8, 32)]
+        loss = lambda y: y.pow(2).mean()  # noqa: E731
+        ref = torch.nn.Sequential(*copy.deepcopy(stages))
+        m = rt.Checkpointed(stages, xs[0], budget="least", loss=loss, runs=1)
+        for budget in ("least", "least+50%", "100%"):
+            for loop in ("sum", "accumulate"):
+                with self.subTest(budget=budget, loop=loop):
+                    m.budget = budget
+                    for p in list(m.parameters()) + list(ref.parameters()):
+                        p.grad = None
+                    for model in (m, ref):
+                        if loop == "sum":
+                            (loss(model(xs[0])) + loss(model(xs[1]))).backward()
+                        else:
+                            for x in xs:
+                                loss(model(x)).backward()
+                    for p, q in zip(m.parameters(), ref.parameters()):
+                        self.assertTrue(torch.equal(p.grad, q.grad))
+                    if loop == "accumulate":
+                        self.assertTrue(m.as_predicted and m.within_budget)
+
     @unittest.skipUnless(torch.cuda.is_available(), "no GPU")
     def test_gpt_with_dropout_on_a_gpu(self):
         # The CUDA meter (sizes in the allocator's 512-byte blocks) and the CUDA generator put
