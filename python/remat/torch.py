@@ -1133,7 +1133,7 @@ class Checkpointed(torch.nn.Module):
         self.warmup, self.runs = warmup, runs
         self.enforce_budget = enforce_budget
         self.run_plainly = run_plainly
-        self.compile = compile
+        # (not self.compile: that is nn.Module.compile(), which works as torch.compile(m) does)
         self._compile_options = _compile_options(compile)
         self._compiled_stages = None  # torch.compile of each stage, made when first needed
         self._plain_watch = None  # the hooks of the latest plain step, until its backward ends

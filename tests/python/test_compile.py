@@ -118,9 +118,27 @@ class Compiled(unittest.TestCase):
         loss = lambda y: y.pow(2).mean()  # noqa: E731
         want = eager_gradients(list(model), x, loss)
         m = rt.Checkpointed(torch.compile(model), x, budget="least", loss=loss, runs=1)
-        self.assertTrue(m.compile)
         loss(m(x)).backward()
         self.assertTrue(m.as_predicted and m.within_budget)
+        self.assertIn("each block runs compiled by torch.compile", m.report(file=io.StringIO()))
+        for p, g in zip(m.parameters(), want):
+            torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-6)
+
+    @unittest.skipUnless(hasattr(torch.nn.Module, "compile"), "nn.Module.compile: torch 2.2+")
+    def test_module_compile_in_place(self):
+        torch.manual_seed(7)
+        blocks = [Block() for _ in range(4)]
+        x = torch.randn(16, 64)
+        loss = lambda y: y.pow(2).mean()  # noqa: E731
+        want = eager_gradients(blocks, x, loss)
+        m = rt.Checkpointed(blocks, x, budget="least", loss=loss, runs=1)
+        m.compile()
+        for _ in range(2):
+            for p in m.parameters():
+                p.grad = None
+            loss(m(x)).backward()
+        self.assertTrue(m.as_predicted and m.within_budget)
+        self.assertIn("each block runs compiled by torch.compile", m.report(file=io.StringIO()))
         for p, g in zip(m.parameters(), want):
             torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-6)
 
