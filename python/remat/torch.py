@@ -123,53 +123,59 @@ def _compile_options(compile):
 
 # --- meters ----------------------------------------------------------------------------------------
 
-class _CpuMeter:
-    """libtorch's CPU allocator, counted exactly (remat::torch::cpu_memory()). A step measures
-    each op in a window of its own (`open_window`, then `window_peak`); `peak()` is the most
-    allocated since `reset_peak()`, the windows opened since included, so that a meter read
-    around a step sees the step's peak."""
-
-    current = staticmethod(_meter.cpu_current)
-    window_peak = staticmethod(_meter.cpu_peak)
+class _WindowedMeter:
+    """A meter whose peak statistic a step resets per op: each op is measured in a window of its
+    own (`open_window`, then `window_peak`), and `peak()` is the most allocated since
+    `reset_peak()`, the windows opened since included, so that this meter read around a step
+    sees the step's peak. Subclasses give current, _raw_peak, _raw_reset and sync."""
 
     def __init__(self):
         self._before = 0  # the peak before the window open now
 
+    def window_peak(self):
+        return self._raw_peak()
+
     def reset_peak(self):
         self._before = 0
-        _meter.cpu_reset_peak()
+        self._raw_reset()
 
     def peak(self):
-        return max(self._before, _meter.cpu_peak())
+        return max(self._before, self._raw_peak())
 
     def open_window(self):
         self._before = self.peak()
-        _meter.cpu_reset_peak()
+        self._raw_reset()
+
+
+class _CpuMeter(_WindowedMeter):
+    """libtorch's CPU allocator, counted exactly (remat::torch::cpu_memory())."""
+
+    current = staticmethod(_meter.cpu_current)
+    _raw_peak = staticmethod(_meter.cpu_peak)
+    _raw_reset = staticmethod(_meter.cpu_reset_peak)
 
     def sync(self):
         pass
 
 
-class _CudaMeter:
-    """The CUDA caching allocator's statistics of one device (bytes given to tensors). A step
-    measures each op in a window of its own, by resetting the device's peak statistics: read
-    around a step, `torch.cuda.max_memory_allocated` sees its last op only (`total_peak` is the
-    step's)."""
+class _CudaMeter(_WindowedMeter):
+    """The CUDA caching allocator's statistics of one device (bytes given to tensors). The step
+    resets the device's peak statistics per op: read around a step,
+    `torch.cuda.max_memory_allocated` sees its last op only, where this meter's `peak()` (and
+    `total_peak`) see the step's."""
 
     def __init__(self, device):
+        super().__init__()
         self.device = device
 
     def current(self):
         return torch.cuda.memory_allocated(self.device)
 
-    def peak(self):
+    def _raw_peak(self):
         return torch.cuda.max_memory_allocated(self.device)
 
-    def reset_peak(self):
+    def _raw_reset(self):
         torch.cuda.reset_peak_memory_stats(self.device)
-
-    open_window = reset_peak
-    window_peak = peak
 
     def sync(self):
         torch.cuda.synchronize(self.device)
@@ -186,8 +192,17 @@ class _Windows:
         self.sync, self.peak, self.reset_peak = meter.sync, meter.window_peak, meter.open_window
 
 
+_cuda_meters = {}  # one per device, whose peak() counts every step's windows on it
+
+
 def _meter_for(t):
-    return _CudaMeter(t.device) if t.is_cuda else cpu_meter
+    if not t.is_cuda:
+        return cpu_meter
+    device = torch.device("cuda", t.device.index if t.device.index is not None
+                          else torch.cuda.current_device())
+    if device not in _cuda_meters:
+        _cuda_meters[device] = _CudaMeter(device)
+    return _cuda_meters[device]
 
 
 class _Rng:

@@ -67,8 +67,9 @@ def gpt_stages(vocab=50, seq=16, dim=32, heads=4, layers=3):
 
 def whole_step_peak(m, x, loss):
     """The peak of `loss(m(x)).backward()` as the allocator measures it, above what was allocated
-    before the step, the input included (the CPU meter, or the CUDA allocator's statistics)."""
-    meter = rt.cpu_meter if not x.is_cuda else rt._CudaMeter(x.device)
+    before the step, the input included (the CPU meter, or the CUDA allocator's statistics, read
+    through remat.torch's meter of the device, which counts the windows a step opens per op)."""
+    meter = rt._meter_for(x)
     gc.collect()
     meter.sync()
     meter.reset_peak()
