@@ -21,7 +21,9 @@ Gradients of parameters and of the input are those of plain autograd, bit for bi
 from __future__ import annotations
 
 import contextlib
+import json
 import numbers
+import sys
 import time
 import warnings
 import weakref
@@ -379,11 +381,132 @@ def _clones(tensors):
 
 def _in_stage(k, what, fn, *args):
     try:
-        return fn(*args)
+        out = fn(*args)
     except (ModelError, BudgetError):
         raise
     except Exception as e:  # libtorch's message, with where it happened
         raise ModelError(k, f"{what} failed: {e}") from e
+    _reshard(fn)  # a forward of a stage sharded with fully_shard frees what it gathered
+    return out
+
+
+# --- FSDP2 -----------------------------------------------------------------------------------------
+# A model sharded with fully_shard: an FSDP module gathers its parameters (all-gather) in its
+# forward's pre-hook and in its backward's pre-hook, and frees them after. Each of a step's ops
+# runs one stage, and what the stage gathers must belong to that op, as the profile measures it:
+# after every forward of a stage its FSDP modules reshard (their hooks do not after a forward run
+# inside a backward, a recomputation, nor after the forward of a root), and they prefetch nothing
+# in the backward (FSDP would gather the module that ran forward before, which under a schedule
+# is not the next to run backward). Each B(k) is one backward call, at whose end FSDP's own
+# callback reduces the stage's gradients and frees its buffers. The gathers are collectives, so
+# every rank must run the same schedule: the profiles of the ranks of the parameters' meshes are
+# made one, each figure the most any rank measured.
+
+def _fsdp_class():
+    """FSDP2's FSDPModule where fully_shard has been imported (None otherwise: nothing is
+    sharded)."""
+    for name in ("torch.distributed.fsdp", "torch.distributed._composable.fsdp"):
+        cls = getattr(sys.modules.get(name), "FSDPModule", None)
+        if cls is not None:
+            return cls
+    return None
+
+
+_sharded_in = weakref.WeakKeyDictionary()  # module -> the FSDP modules in it
+
+
+def _sharded_modules(module):
+    cls = _fsdp_class()
+    if cls is None or not isinstance(module, torch.nn.Module):
+        return ()
+    found = _sharded_in.get(module)
+    if found is None:
+        found = _sharded_in[module] = tuple(m for m in module.modules() if isinstance(m, cls))
+    return found
+
+
+def _reshard(module):
+    for m in _sharded_modules(module):
+        m.reshard()
+
+
+def _gathered(p):
+    """Whether graph leaf `p` is a parameter FSDP gathered for a stage and freed after it (its
+    storage is empty): the stage's parameter is the sharded one its module declares."""
+    return p.numel() > 0 and _storage_bytes(p) == 0
+
+
+def _prepare_sharded(model, stages):
+    """The process groups whose ranks must run the same schedule (those of the meshes of the
+    stages' sharded parameters; none where nothing is sharded). Lazily initializes a sharded
+    `model` as FSDP's root (its own forward never runs, and a stage's would make itself a root),
+    turns off the stages' FSDP modules' prefetching, and refuses a stage whose parameters no FSDP
+    module within it gathers."""
+    modules = [_sharded_modules(s) for s in stages]
+    if not any(modules) and not _sharded_modules(model):
+        return []
+    if isinstance(model, _fsdp_class()):
+        model._get_fsdp_state()._lazy_init()
+    groups, meshes = [], []
+    for k, (s, mine) in enumerate(zip(stages, modules)):
+        gathered = {id(p) for m in mine for p in m.parameters()}
+        outside = [n for n, p in s.named_parameters()
+                   if id(p) not in gathered and getattr(p, "device_mesh", None) is not None]
+        if outside:
+            raise ModelError(k, f"its parameters {outside[:3]} are sharded by an FSDP module "
+                                "outside the stage (the root's fully_shard?), which Checkpointed "
+                                "does not run: fully_shard the stage, or the modules in it that "
+                                "hold them")
+        for m in mine:
+            if hasattr(m, "set_modules_to_backward_prefetch"):  # FSDP2 with explicit prefetching
+                m.set_modules_to_forward_prefetch([])
+                m.set_modules_to_backward_prefetch([m])  # itself: gathered already, so nothing
+            for p in m.parameters():
+                mesh = getattr(p, "device_mesh", None)
+                if mesh is not None and all(mesh is not n for n in meshes):
+                    meshes.append(mesh)
+    for mesh in meshes:
+        for d in range(mesh.ndim):
+            g = mesh.get_group(d)
+            if all(g is not h for h in groups):
+                groups.append(g)
+    return groups
+
+
+def _most(values):
+    """The elementwise most of equally shaped JSON values (numbers, lists, dicts)."""
+    first = values[0]
+    if isinstance(first, dict):
+        return {key: _most([v[key] for v in values]) for key in first}
+    if isinstance(first, list):
+        return [_most(list(v)) for v in zip(*values)]
+    if isinstance(first, (int, float)) and not isinstance(first, bool):
+        return max(values)
+    return first
+
+
+def _agree(profiled, plain, groups):
+    """`profiled` and plain autograd's peak as every rank of `groups` has them: each size and
+    time the most any rank measured (the max over each group in turn is the max over the mesh),
+    each backward slack the least."""
+    import torch.distributed as dist
+
+    for g in groups:
+        chain = json.loads(profiled.chain.to_json())
+        for st in chain["stages"]:
+            st.setdefault("recording_overhead", st["forward_overhead"])
+        mine = (chain, profiled.backward_slack, profiled.option_slack, profiled.loss_beside,
+                plain)
+        every = [None] * dist.get_world_size(g)
+        dist.all_gather_object(every, mine, group=g)
+        chain = _most([e[0] for e in every])
+        slack = [min(v) for v in zip(*[e[1] for e in every])]
+        option_slack = (None if profiled.option_slack is None else
+                        [[min(v) for v in zip(*o)] for o in zip(*[e[2] for e in every])])
+        plain = None if plain is None else max(e[4] for e in every)
+        profiled = Profile(Chain.from_json(json.dumps(chain)), profiled.outputs, slack,
+                           option_slack, max(e[3] for e in every))
+    return profiled, plain
 
 
 def _storage_ptr(t):
@@ -441,7 +564,7 @@ def _discover(stages, sample, loss, rng):
                 raise ModelError(k, f"its output {tuple(y.shape)} does not require grad when "
                                     "recorded: the stage is not differentiable")
             _add_unique(params, list(s.parameters()))
-            _add_unique(params, _leaves(y, x))
+            _add_unique(params, [p for p in _leaves(y, x) if not _gathered(p)])
             a = y.detach()
             del x, y
         leaf = a.detach().requires_grad_(a.is_floating_point())
@@ -1101,17 +1224,25 @@ class Checkpointed(torch.nn.Module):
             compile = compile or True
         self.split = None
         self.fused = []
+        self._sharded_groups = []  # process groups whose ranks run one schedule (FSDP2)
         self._rng_device = None
         if isinstance(model, (torch.nn.Sequential, torch.nn.ModuleList, list, tuple)):
             if not isinstance(sample, torch.Tensor):
                 raise TypeError("with stages (an nn.Sequential or a list of modules), the sample "
                                 f"is one tensor, not {type(sample).__name__}")
             x = sample
+            listed = _stage_list(model)
+            self._sharded_groups = _prepare_sharded(
+                model if isinstance(model, torch.nn.Module) else None, listed)
             with _under(_autocast_state())():
-                stages, self.fused = _fuse_aliasing(_stage_list(model), x, _Rng(x.device))
+                stages, self.fused = _fuse_aliasing(listed, x, _Rng(x.device))
             self.user_loss = loss
             self.loss = loss or _default_loss
         elif isinstance(model, torch.nn.Module):
+            if _sharded_modules(model):
+                raise ModelError(None, "a model sharded with fully_shard (FSDP2) is not traced "
+                                       "(torch.fx would run FSDP's hooks on its proxies): pass "
+                                       "its blocks as an nn.Sequential or a list, each sharded")
             args, kwargs = _sample_args(sample)
             try:
                 with _under(_autocast_state())():
@@ -1275,6 +1406,8 @@ class Checkpointed(torch.nn.Module):
                 plain = (_plain_step_peak(stages, x, self.loss, self._meter, self._rng,
                                           self._state)
                          if self.user_loss is not None else None)
+            if self._sharded_groups:
+                profiled, plain = _agree(profiled, plain, self._sharded_groups)
             entry = _Entry(profiled, autocast=state, alternatives=alternatives, plain_peak=plain,
                            stages=stages)
             self._shapes[key] = entry
@@ -1421,6 +1554,8 @@ class Checkpointed(torch.nn.Module):
         step.a = step.t = step.g = None
         step.under = _under(entry.autocast)
         _define_gradients(self._state.loss_parameters)
+        if self._sharded_groups:
+            _define_gradients(self._state.parameters)
         watch = (_meter.NewGradients(_Windows(self._meter))
                  if any(p.grad is None for p in self._state.parameters) else None)
         step.t0 = time.perf_counter()
@@ -1470,6 +1605,8 @@ class Checkpointed(torch.nn.Module):
         # The stages' parameters get their gradients as in plain autograd (_Step.watch); the
         # loss's graph runs in the caller's backward, outside the schedule's ops.
         _define_gradients(self._state.loss_parameters)
+        if self._sharded_groups:  # FSDP adds a stage's reduced gradients to the sharded ones
+            _define_gradients(self._state.parameters)
         _save_into(self._step_start, self._stage_buffers)
         step.rng_at_start = self._rng.save()
         m = self._meter
