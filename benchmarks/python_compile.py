@@ -22,7 +22,6 @@ step. Each of --rounds rounds runs every configuration once, and each keeps its 
 """
 
 import argparse
-import json
 import os
 import platform
 import subprocess
@@ -38,7 +37,8 @@ import torch._inductor.config  # noqa: E402
 
 import pypi_models  # noqa: E402
 import remat.torch  # noqa: E402
-from python_vs_torch import SIZES, compiled_step, measure, nice_ceiling  # noqa: E402
+from python_vs_torch import (SIZES, compiled_step, measure, nice_ceiling, replayed,  # noqa: E402
+                             svg_panel, write_results)
 from step_meter import MiB  # noqa: E402
 
 
@@ -143,7 +143,6 @@ def svg_chart(results):
     """One panel per model: step time against measured peak; the compiled tools as points,
     Checkpointed eager and compiled as curves over their budgets."""
     pw, ph = 460, 310
-    left, bottom, top, right = 60, 45, 30, 15
     w, h = pw * len(results), ph + 44
     colours = {"plain eager": "#2ca02c", "torch.compile": "#9467bd",
                "Checkpointed": "#1f77b4", "Checkpointed, compiled": "#d62728"}
@@ -154,25 +153,8 @@ def svg_chart(results):
         curves = r["curves"]
         allp = [c["peak"] for v in curves.values() for c in v] + [t["peak"] for t in r["rows"]]
         allt = [c["ms"] for v in curves.values() for c in v] + [t["ms"] for t in r["rows"]]
-        x1, y1 = nice_ceiling(max(allp) / MiB), nice_ceiling(max(allt))
-        px = lambda v: ox + left + v / MiB / x1 * (pw - left - right)  # noqa: E731
-        py = lambda v: ph - bottom - v / y1 * (ph - bottom - top)  # noqa: E731
-        out.append(f'<text x="{ox + pw / 2}" y="18" text-anchor="middle" font-size="13">'
-                   f'{r["model"]} ({r["stages"]} stages)</text>')
-        out.append(f'<line x1="{ox + left}" y1="{ph - bottom}" x2="{ox + pw - right}" '
-                   f'y2="{ph - bottom}" stroke="black"/>')
-        out.append(f'<line x1="{ox + left}" y1="{top}" x2="{ox + left}" y2="{ph - bottom}" '
-                   'stroke="black"/>')
-        for k in range(5):
-            xv, yv = x1 * k / 4, y1 * k / 4
-            out.append(f'<text x="{px(xv * MiB):.1f}" y="{ph - bottom + 14}" '
-                       f'text-anchor="middle">{xv:.0f}</text>')
-            out.append(f'<text x="{ox + left - 5}" y="{py(yv) + 4:.1f}" text-anchor="end">'
-                       f'{yv:.0f}</text>')
-        out.append(f'<text x="{ox + pw / 2}" y="{ph - 12}" text-anchor="middle">measured peak '
-                   '(MiB)</text>')
-        out.append(f'<text x="{ox + 14}" y="{ph / 2}" text-anchor="middle" '
-                   f'transform="rotate(-90 {ox + 14} {ph / 2})">step (ms)</text>')
+        px, py = svg_panel(out, ox, 0, pw, ph, f'{r["model"]} ({r["stages"]} stages)',
+                           nice_ceiling(max(allp) / MiB), nice_ceiling(max(allt)))
         for label, pts in curves.items():
             pts = sorted((c["peak"], c["ms"]) for c in pts)
             out.append(f'<polyline fill="none" stroke="{colours[label]}" stroke-width="1.5" '
@@ -216,9 +198,7 @@ def main():
     torch._inductor.config.compile_threads = 1  # a shared 2-core machine
     torch._dynamo.config.cache_size_limit = 64
     if a.replot:
-        with open(a.replot) as f:
-            saved = json.load(f)
-        header, results = saved["header"], saved["results"]
+        header, results = replayed(a)
     else:
         results = [run_model(name, a) for name in a.models.split(",")]
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -229,17 +209,7 @@ def main():
                   "# sizes: " + ("the tests' (--tiny)" if a.tiny else
                                  "; ".join(f"{n} {SIZES[n]}" for n in a.models.split(",")))]
         header += [f"# {r['model']}: " + "; ".join(r["notes"]) for r in results]
-    text = "\n".join(header + [""] + table(results)) + "\n"
-    print(text, end="")
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
-    if a.json and not a.replot:
-        with open(a.json, "w") as f:
-            json.dump(dict(header=header, results=results), f, indent=1)
-    if a.svg:
-        with open(a.svg, "w") as f:
-            f.write(svg_chart(results))
+    write_results(a, header, results, table(results), svg_chart(results))
 
 
 if __name__ == "__main__":

@@ -265,10 +265,64 @@ def nice_ceiling(v):
     return next(k * p for k in (1, 2, 3, 4, 5, 6, 8, 10) if k * p >= v)
 
 
+PANEL_MARGINS = 60, 45, 30, 15  # left, bottom, top, right
+
+
+def svg_panel(out, ox, oy, pw, ph, title, x1, y1):
+    """A chart panel at (ox, oy), pw by ph, appended to `out`: its title, axes from 0 to x1 MiB
+    of measured peak and 0 to y1 ms of step time, with ticks and labels. Returns (px, py), which
+    place a peak in bytes and a time in ms."""
+    left, bottom, top, right = PANEL_MARGINS
+    px = lambda v: ox + left + v / MiB / x1 * (pw - left - right)  # noqa: E731
+    py = lambda v: oy + ph - bottom - v / y1 * (ph - bottom - top)  # noqa: E731
+    out.append(f'<text x="{ox + pw / 2}" y="{oy + 18}" text-anchor="middle" font-size="13">'
+               f'{title}</text>')
+    out.append(f'<line x1="{ox + left}" y1="{oy + ph - bottom}" x2="{ox + pw - right}" '
+               f'y2="{oy + ph - bottom}" stroke="black"/>')
+    out.append(f'<line x1="{ox + left}" y1="{oy + top}" x2="{ox + left}" '
+               f'y2="{oy + ph - bottom}" stroke="black"/>')
+    digits = 0 if x1 >= 40 else 1 if x1 >= 4 else 2
+    for k in range(5):
+        xv, yv = x1 * k / 4, y1 * k / 4
+        out.append(f'<text x="{px(xv * MiB):.1f}" y="{oy + ph - bottom + 14}" '
+                   f'text-anchor="middle">{xv:.{digits}f}</text>')
+        out.append(f'<text x="{ox + left - 5}" y="{py(yv) + 4:.1f}" text-anchor="end">'
+                   f'{yv:.0f}</text>')
+    out.append(f'<text x="{ox + pw / 2}" y="{oy + ph - 12}" text-anchor="middle">'
+               'measured peak (MiB)</text>')
+    out.append(f'<text x="{ox + 14}" y="{oy + ph / 2}" text-anchor="middle" '
+               f'transform="rotate(-90 {ox + 14} {oy + ph / 2})">step (ms)</text>')
+    return px, py
+
+
+def write_results(a, header, results, table_lines, svg):
+    """Prints the header and the table, and writes them (--out), the measures (--json, unless
+    they were read with --replot) and the chart (--svg)."""
+    text = "\n".join(header + [""] + table_lines) + "\n"
+    print(text, end="")
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+    if a.json and not a.replot:
+        with open(a.json, "w") as f:
+            json.dump(dict(header=header, results=results), f, indent=1)
+    if a.svg:
+        with open(a.svg, "w") as f:
+            f.write(svg)
+
+
+def replayed(a):
+    """(header, results) of the --replot file, or None."""
+    if not a.replot:
+        return None
+    with open(a.replot) as f:
+        saved = json.load(f)
+    return saved["header"], saved["results"]
+
+
 def svg_chart(results):
     """One panel per model: step time against measured peak, one series per method."""
     pw, ph, cols = 420, 300, 2
-    left, bottom, top, right = 60, 45, 30, 15
     rows = (len(results) + cols - 1) // cols
     w, h = pw * cols, ph * rows + 44
     colours = {"plain autograd": "#2ca02c", "checkpoint per block": "#d62728",
@@ -284,27 +338,8 @@ def svg_chart(results):
                   if not t["method"].startswith("compile")]
         allp = [p for s in series.values() for p, _, _ in s] + [p for _, p, _ in points]
         allt = [t for s in series.values() for _, t, _ in s] + [t for _, _, t in points]
-        x0, x1 = 0, nice_ceiling(max(allp) / MiB)
-        y0, y1 = 0, nice_ceiling(max(allt))
-        px = lambda v: ox + left + (v / MiB - x0) / (x1 - x0) * (pw - left - right)
-        py = lambda v: oy + ph - bottom - (v - y0) / (y1 - y0) * (ph - bottom - top)
-        out.append(f'<text x="{ox + pw / 2}" y="{oy + 18}" text-anchor="middle" font-size="13">'
-                   f'{r["model"]} ({r["stages"]} stages)</text>')
-        out.append(f'<line x1="{ox + left}" y1="{oy + ph - bottom}" x2="{ox + pw - right}" '
-                   f'y2="{oy + ph - bottom}" stroke="black"/>')
-        out.append(f'<line x1="{ox + left}" y1="{oy + top}" x2="{ox + left}" '
-                   f'y2="{oy + ph - bottom}" stroke="black"/>')
-        digits = 0 if x1 >= 40 else 1 if x1 >= 4 else 2
-        for k in range(5):
-            xv, yv = x1 * k / 4, y1 * k / 4
-            out.append(f'<text x="{px(xv * MiB):.1f}" y="{oy + ph - bottom + 14}" '
-                       f'text-anchor="middle">{xv:.{digits}f}</text>')
-            out.append(f'<text x="{ox + left - 5}" y="{py(yv) + 4:.1f}" text-anchor="end">'
-                       f'{yv:.0f}</text>')
-        out.append(f'<text x="{ox + pw / 2}" y="{oy + ph - 12}" text-anchor="middle">'
-                   'measured peak (MiB)</text>')
-        out.append(f'<text x="{ox + 14}" y="{oy + ph / 2}" text-anchor="middle" '
-                   f'transform="rotate(-90 {ox + 14} {oy + ph / 2})">step (ms)</text>')
+        px, py = svg_panel(out, ox, oy, pw, ph, f'{r["model"]} ({r["stages"]} stages)',
+                           nice_ceiling(max(allp) / MiB), nice_ceiling(max(allt)))
         for key, pts in series.items():  # compile's in budget order, Checkpointed's by peak
             pts = pts if key == "compile" else sorted(pts)
             c = colours[key]
@@ -350,9 +385,7 @@ def main():
     torch._inductor.config.compile_threads = 1  # a shared 2-core machine
     torch._dynamo.config.cache_size_limit = 64
     if a.replot:
-        with open(a.replot) as f:
-            saved = json.load(f)
-        header, results = saved["header"], saved["results"]
+        header, results = replayed(a)
     else:
         results = [run_model(name, a) for name in a.models.split(",")]
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -368,17 +401,7 @@ def main():
         for r in results:
             header.append(f"# {r['model']}: {r['stages']} stages, Checkpointed's least budget "
                           f"{r['least'] / MiB:.2f} MiB")
-    text = "\n".join(header + [""] + table(results)) + "\n"
-    print(text, end="")
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
-    if a.json and not a.replot:
-        with open(a.json, "w") as f:
-            json.dump(dict(header=header, results=results), f, indent=1)
-    if a.svg:
-        with open(a.svg, "w") as f:
-            f.write(svg_chart(results))
+    write_results(a, header, results, table(results), svg_chart(results))
     if a.summary:
         print("\n".join([""] + summary(results)))
 
