@@ -1776,6 +1776,14 @@ class Checkpointed(torch.nn.Module):
                 "; ..." if len(self.option_refusals) > 4 else "") + ")"
         return line
 
+    def _measured_line(self, schedule):
+        """report()'s line on the last step, where it ran `schedule` (None otherwise)."""
+        if self.last is None or self.last.schedule is not schedule:
+            return None
+        return (f"measured peak {self.measured_peak} bytes in {self.last.measured_ms:.1f} ms ("
+                + ("as predicted" if self.as_predicted else "not as predicted")
+                + (", within the budget" if self.within_budget else ", ABOVE the budget") + ")")
+
     def report(self, file=None):
         """Prints (to `file`, default stdout) and returns the blocks (stages) as profiled at the
         last input shape, the chosen schedule, and the predicted peak against the measured one
@@ -1830,14 +1838,8 @@ class Checkpointed(torch.nn.Module):
             lines.append(f"plain autograd's step peaks at {entry.plain_peak} bytes, within the "
                          "budget: the model runs plainly, without a schedule")
             lines.append(f"predicted peak {self.expected_peak} bytes")
-            if self.last is not None and self.last.schedule is schedule:
-                lines.append(f"measured peak {self.measured_peak} bytes in "
-                             f"{self.last.measured_ms:.1f} ms ("
-                             + ("as predicted" if self.as_predicted else "not as predicted")
-                             + (", within the budget" if self.within_budget
-                                else ", ABOVE the budget") + ")")
-            else:
-                lines.append("measured peak: no step at this shape and budget yet")
+            ran = self._measured_line(schedule)
+            lines.append(ran or "measured peak: no step at this shape and budget yet")
         elif not plan.feasible:
             lines.append(f"no schedule fits; the least budget is {plan.min_feasible_budget} "
                          "bytes")
@@ -1847,12 +1849,9 @@ class Checkpointed(torch.nn.Module):
                          f"blocks recomputed: {recomputed if recomputed else 'none'}")
             lines.append("  " + " ".join(str(o) for o in plan.ops))
             lines.append(f"predicted peak {self.expected_peak} bytes")
-            if self.last is not None and self.last.schedule is schedule:
-                lines.append(f"measured peak {self.measured_peak} bytes in "
-                             f"{self.last.measured_ms:.1f} ms ("
-                             + ("as predicted" if self.as_predicted else "not as predicted")
-                             + (", within the budget" if self.within_budget
-                                else ", ABOVE the budget") + ")")
+            ran = self._measured_line(schedule)
+            if ran:
+                lines.append(ran)
                 lines.append(f"the whole step peaked at {self.total_peak} bytes, "
                              f"{self.outside_schedule} of them beside the schedule"
                              + (f" ({self.total_peak - self.step_peak} the output the caller "
