@@ -22,6 +22,7 @@ import torchvision
 
 import remat
 import remat.torch as rt
+from checks import favour_options, whole_step_peak
 
 LOSS = staticmethod(lambda y: y.float().pow(2).mean())
 
@@ -70,16 +71,6 @@ def step_and_compare(test, m, model, args, loss, budget):
         test.assertLessEqual(measured, m.budget_bytes)
         test.assertLessEqual(m.outside_schedule, m.loss_reserve)
     return recomputations
-
-
-def whole_step_peak(step, x):
-    """The peak of `step()` as the CPU meter measures it, above what was allocated before it,
-    the input `x` included."""
-    gc.collect()
-    rt.cpu_meter.reset_peak()
-    before = rt.cpu_meter.current()
-    step()
-    return rt.cpu_meter.peak() - before + x.numel() * x.element_size()
 
 
 def check_budgets(test, model, args, loss=LOSS.__func__, expect_recompute=True):
@@ -433,34 +424,6 @@ class WideMLP(torch.nn.Module):
         for up, down in zip(self.ups, self.downs):
             x = x + self.drop(down(torch.nn.functional.gelu(up(x))))
         return self.out(torch.relu_(x))
-
-
-def favour_options(m):
-    """m's profile with each option's times made those of plain autograd (its memory as
-    measured), so that the solver records with an option wherever its smaller tape saves a
-    recomputation: the schedules then run options, whose results and peaks are checked."""
-    entry = m._current[0]
-    c = entry.profile.chain
-
-    def timed_as(o, plain):
-        return remat.StageOption(forward_time=plain.forward_time,
-                                 backward_time=plain.backward_time, tape_size=o.tape_size,
-                                 forward_overhead=o.forward_overhead,
-                                 backward_overhead=o.backward_overhead)
-
-    stages = [remat.Stage(forward_time=st.forward_time, backward_time=st.backward_time,
-                          output_size=st.output_size, tape_size=st.tape_size,
-                          forward_overhead=st.forward_overhead,
-                          backward_overhead=st.backward_overhead,
-                          recording_overhead=st.recording_overhead,
-                          options=[timed_as(o, st.options[0]) for o in st.options])
-              for st in c.stages]
-    entry.profile.chain = remat.Chain(stages, input_size=c.input_size, loss_time=c.loss_time,
-                                      loss_overhead=c.loss_overhead, time_unit="ms",
-                                      memory_unit="bytes")
-    entry.plans.clear()
-    entry.store_all_peak = None
-    entry.least_budgets.clear()
 
 
 class NoTwin(torch.nn.Module):

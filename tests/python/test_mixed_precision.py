@@ -20,6 +20,7 @@ import torch
 
 import remat
 import remat.torch as rt
+from checks import favour_options, whole_step_peak
 
 
 def _cpu_bf16_autocast_works():
@@ -110,30 +111,6 @@ class Wide(torch.nn.Module):
         return self.out(torch.relu_(x))
 
 
-def favour_options(m):
-    """m's current profile with each option timed as its stage's plain recording (its memory as
-    measured): the solver then records with an option wherever its smaller tape saves a
-    recomputation, so that the schedules run options (test_any_model.py's favour_options)."""
-    entry = m._current[0]
-    c = entry.profile.chain
-    stages = [remat.Stage(
-        forward_time=st.forward_time, backward_time=st.backward_time,
-        output_size=st.output_size, tape_size=st.tape_size,
-        forward_overhead=st.forward_overhead, backward_overhead=st.backward_overhead,
-        recording_overhead=st.recording_overhead,
-        options=[remat.StageOption(forward_time=st.options[0].forward_time,
-                                   backward_time=st.options[0].backward_time,
-                                   tape_size=o.tape_size, forward_overhead=o.forward_overhead,
-                                   backward_overhead=o.backward_overhead)
-                 for o in st.options]) for st in c.stages]
-    entry.profile.chain = remat.Chain(stages, input_size=c.input_size, loss_time=c.loss_time,
-                                      loss_overhead=c.loss_overhead, time_unit="ms",
-                                      memory_unit="bytes")
-    entry.plans.clear()
-    entry.store_all_peak = None
-    entry.least_budgets.clear()
-
-
 SELECTIVE = tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 4)
 
 
@@ -196,11 +173,7 @@ def step_and_compare(test, m, model, x, loss, budget, step):
     if not x.is_cuda and m.user_loss is not None:
         # A second step, with the gradients defined (new ones are outside the budget), measured
         # whole by the CPU meter: within the budget.
-        gc.collect()
-        rt.cpu_meter.reset_peak()
-        before = rt.cpu_meter.current()
-        step(m, x, loss)
-        measured = rt.cpu_meter.peak() - before + x.numel() * x.element_size()
+        measured = whole_step_peak(lambda: step(m, x, loss), x)
         test.assertEqual(measured, m.total_peak)
         test.assertLessEqual(measured, m.budget_bytes)
         test.assertTrue(m.as_predicted)

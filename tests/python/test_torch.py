@@ -5,7 +5,6 @@ statistics bitwise equal to plain autograd's, and every op allocates what the pr
 (remat::torch's CPU meter), so the measured peak is the expected one, within the budget."""
 
 import copy
-import gc
 import os
 import unittest
 
@@ -17,6 +16,7 @@ import torchvision
 
 import remat
 import remat.torch as rt
+from checks import whole_step_peak
 
 
 def resnet18_stages():
@@ -63,20 +63,6 @@ class Block(torch.nn.Module):
 def gpt_stages(vocab=50, seq=16, dim=32, heads=4, layers=3):
     head = torch.nn.Sequential(torch.nn.LayerNorm(dim), torch.nn.Linear(dim, vocab))
     return [Embed(vocab, seq, dim), *[Block(dim, heads) for _ in range(layers)], head]
-
-
-def whole_step_peak(m, x, loss):
-    """The peak of `loss(m(x)).backward()` as the allocator measures it, above what was allocated
-    before the step, the input included (the CPU meter, or the CUDA allocator's statistics, read
-    through remat.torch's meter of the device, which counts the windows a step opens per op)."""
-    meter = rt._meter_for(x)
-    gc.collect()
-    meter.sync()
-    meter.reset_peak()
-    before = meter.current()
-    loss(m(x)).backward()
-    meter.sync()
-    return meter.peak() - before + x.numel() * x.element_size()
 
 
 class Checkpointed(unittest.TestCase):
@@ -138,11 +124,11 @@ class Checkpointed(unittest.TestCase):
                 recomputed += len(m.plan.ops) - (2 * len(chain) + 1)
                 # The budget bounds the whole step as the allocator measures it, and the step
                 # never peaks above plain autograd's, whose peak the profile measured.
-                measured = whole_step_peak(m, x, loss)
+                measured = whole_step_peak(lambda: loss(m(x)).backward(), x)
                 self.assertLessEqual(measured, budget)
                 self.assertEqual(measured, m.total_peak)
                 self.assertTrue(m.within_budget and m.as_predicted)
-                plain = whole_step_peak(ref, x, loss)
+                plain = whole_step_peak(lambda: loss(ref(x)).backward(), x)
                 self.assertEqual(plain, m.plain_peak)
                 if run_plainly:
                     self.assertLessEqual(measured, plain)
