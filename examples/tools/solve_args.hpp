@@ -55,6 +55,9 @@ struct solve_request {
   /// --block-options: a graph's blocks also get options that recompute some of their saved
   /// values in their backward (docs/graphs.md)
   bool block_options = false;
+  /// --in-flight K: micro-batches in flight (docs/pipelines.md); schedules keep
+  /// peak + (K - 1) * retained <= budget
+  std::size_t in_flight = 1;
 };
 
 inline std::string usage_text() {
@@ -75,11 +78,11 @@ inline std::string usage_text() {
   }
   std::string text =
       "usage: remat-solve CHAIN.json --budget SIZE [--solver NAME] [--slots auto|exact|N]\n"
-      "                   [--coarsen N|auto] [--bandwidth BW] [--json]\n"
+      "                   [--coarsen N|auto] [--bandwidth BW] [--in-flight K] [--json]\n"
       "       remat-solve CHAIN.json --sweep [--points N] [--solver NAME,...] [--csv FILE]"
       " [--plot FILE.svg]\n"
-      "                   [--bandwidth BW]\n"
-      "       remat-solve CHAIN.json --info [--bandwidth BW] [--json]\n"
+      "                   [--bandwidth BW] [--in-flight K]\n"
+      "       remat-solve CHAIN.json --info [--bandwidth BW] [--in-flight K] [--json]\n"
       "       remat-solve CHAIN.json --frontier [--solver NAME] [--json]\n"
       "\n"
       "Finds the fastest schedule of forward, recompute and backward operations for the chain\n"
@@ -104,6 +107,9 @@ inline std::string usage_text() {
       "                   1000s; KiB/s, MiB/s, GiB/s, TiB/s: 1024s) converted with the file's\n"
       "                   units, or a bare number in its memory units per time unit; OUT,IN\n"
       "                   for device-to-host and host-to-device apart (47GB/s,55GB/s); 0: none\n"
+      "  --in-flight K    K micro-batches in flight, as on a pipeline stage (GPipe, 1F1B): the\n"
+      "                   K - 1 others each hold what one keeps at the loss ('retained'), so a\n"
+      "                   schedule fits when peak + (K - 1) x retained <= budget (default 1)\n"
       "  --json           print one JSON object instead of the report (also with --info)\n"
       "  --block-options  (graph files) give each block options that keep fewer of its saved\n"
       "                   values and recompute the others in its backward; --info counts them\n"
@@ -174,7 +180,8 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
   solve_request req;
   std::vector<std::string_view> positional;
   std::vector<std::string_view> seen;
-  std::optional<std::string_view> budget, solver_list, slots, points, coarsen, bandwidth;
+  std::optional<std::string_view> budget, solver_list, slots, points, coarsen, bandwidth,
+      in_flight;
   bool sweep = false, info = false, frontier = false, options_done = false;
 
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -230,6 +237,8 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
       coarsen = value();
     } else if (option == "--bandwidth") {
       bandwidth = value();
+    } else if (option == "--in-flight") {
+      in_flight = value();
     } else if (option == "--csv") {
       req.csv = std::string(value());
     } else if (option == "--plot") {
@@ -272,6 +281,8 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
                     ? auto_slots
                     : detail::parse_count("--slots", *slots, " or 'exact' or 'auto'");
   if (points) req.points = detail::parse_count("--points", *points);
+  if (in_flight)
+    req.in_flight = static_cast<std::size_t>(detail::parse_count("--in-flight", *in_flight));
   if (coarsen)
     req.coarsen =
         *coarsen == "auto"
@@ -302,6 +313,8 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
   // The frontier is that of the DP solvers, which do not offload.
   if (req.what == command::frontier && given("--bandwidth"))
     throw usage_error("--bandwidth does not apply to --frontier");
+  if (req.what == command::frontier && given("--in-flight"))
+    throw usage_error("--in-flight does not apply to --frontier (use --sweep --in-flight K)");
   if (req.what == command::sweep && given("--json"))
     throw usage_error("--json does not apply to --sweep (use --csv FILE)");
   if (req.points && *req.points < 2)

@@ -39,6 +39,7 @@ struct solve_report {
   remat::solver solver = remat::solver::optimal;
   size_type slots = default_slots;
   std::size_t coarsen = no_coarsening;  ///< what --coarsen asked for
+  std::size_t in_flight = 1;            ///< what --in-flight asked for
   solve_result result;
   replay_result replayed;   ///< the plan replayed on the chain's own sizes (if feasible)
   replay_result store_all;  ///< the store-all schedule replayed
@@ -50,10 +51,14 @@ inline solve_report compute_report(const io::chain_file& file, const solve_reque
   rep.solver = req.solvers.empty() ? remat::solver::optimal : req.solvers.front();
   rep.slots = req.slots;
   rep.coarsen = req.coarsen;
+  rep.in_flight = req.in_flight;
   // Every hardware thread fills the DP table: the schedule does not depend on their number.
-  rep.result = remat::solve(
-      file.chain, req.budget,
-      {.solver = rep.solver, .slots = req.slots, .threads = 0, .coarsen = req.coarsen});
+  rep.result = remat::solve(file.chain, req.budget,
+                            {.solver = rep.solver,
+                             .slots = req.slots,
+                             .threads = 0,
+                             .coarsen = req.coarsen,
+                             .in_flight = req.in_flight});
   if (rep.result.feasible) rep.replayed = simulate(file.chain, rep.result.schedule);
   const auto L = static_cast<std::int32_t>(file.chain.length());
   const std::vector<op> all = store_all_ops(L);
@@ -120,6 +125,10 @@ inline std::string format_json(const solve_report& rep) {
     j["coarse_length"] = r.coarse_length;
     j["largest_block"] = r.largest_block;
   }
+  // After the contract's keys: the memory held at the loss (docs/pipelines.md), and with
+  // --in-flight the micro-batches the budget was shared with.
+  j["retained"] = r.feasible ? nlohmann::ordered_json(rep.replayed.retained) : nullptr;
+  if (rep.in_flight > 1) j["in_flight"] = rep.in_flight;
   return j.dump() + '\n';
 }
 
@@ -337,6 +346,17 @@ class report_writer {
                    " of the budget";
     peak_text += "; store-all " + memory(rep_.store_all.peak_memory);
     line("peak", peak_text);
+    std::string held = memory(rep_.replayed.retained) + " held at the loss";
+    if (rep_.in_flight > 1) {
+      const size_type need = rep_.replayed.peak_memory +
+                             static_cast<size_type>(rep_.in_flight - 1) * rep_.replayed.retained;
+      held += "; with " + std::to_string(rep_.in_flight) + " micro-batches in flight, peak + " +
+              std::to_string(rep_.in_flight - 1) + " x retained = " + memory(need);
+      if (r_.budget > 0)
+        held += ", " + percent(static_cast<double>(need), static_cast<double>(r_.budget)) +
+                " of the budget";
+    }
+    line("retained", held);
     if (r_.min_feasible_budget != solve_result::no_budget)
       line("min budget",
            memory(r_.min_feasible_budget) + " for " + std::string(name(rep_.solver)));
@@ -496,6 +516,10 @@ struct info_report {
   std::vector<stage_transfer> transfers;
   /// Where the chain has both directions of a link: the least budget of `offload` (with `slots`).
   size_type min_budget_offload = solve_result::no_budget;
+  /// With --in-flight K > 1: K, and the least budget of `optimal` with K micro-batches in
+  /// flight (exact sizes).
+  std::size_t in_flight = 1;
+  size_type min_budget_in_flight = solve_result::no_budget;
   /// Where some stage lists options (docs/model.md, "Several options per stage"): how many each
   /// stage has (1 for a stage without a list). Empty otherwise.
   std::vector<std::size_t> options;
@@ -576,6 +600,10 @@ inline info_report compute_info(const io::chain_file& file, const solve_request&
   if (detail::has_transfer(c)) rep.transfers = stage_transfers(c);
   if (c.transfer.available())
     rep.min_budget_offload = solve_offload(c, 0, {.slots = exact_units}).min_feasible_budget;
+  rep.in_flight = req.in_flight;
+  if (req.in_flight > 1)
+    rep.min_budget_in_flight =
+        solve_optimal(c, 0, {.slots = exact_units, .in_flight = req.in_flight}).min_feasible_budget;
   return rep;
 }
 
@@ -633,6 +661,11 @@ inline std::string format_info_json(const info_report& rep) {
   j["min_feasible_budget_exact"] = detail::budget_or_null(rep.min_budget_exact);
   j["largest_stage_memory"] = rep.largest_requirement;
   j["largest_stage"] = rep.largest_stage;
+  j["store_all_retained"] = rep.store_all.retained;
+  if (rep.in_flight > 1) {
+    j["in_flight"] = rep.in_flight;
+    j["min_feasible_budget_in_flight"] = detail::budget_or_null(rep.min_budget_in_flight);
+  }
   // Where some stage lists options only: how many each stage has.
   if (!rep.options.empty()) j["options"] = rep.options;
   // Where the chain has a link to host memory only, after the keys above.
@@ -758,6 +791,8 @@ inline std::string format_info(const info_report& rep) {
   line("input", format_memory(f.chain.input_size, mu));
   line("store-all", "makespan " + detail::format_time(rep.store_all.makespan, f.time_unit) +
                         ", peak " + format_memory(rep.store_all.peak_memory, mu));
+  line("", format_memory(rep.store_all.retained, mu) + " held at the loss (what each other " +
+               "micro-batch in flight holds)");
   if (rep.min_budget == solve_result::no_budget)
     line("min budget", "none for optimal with " + detail::least_slots_text(rep.slots) +
                            "; try more slots or --slots exact");
@@ -767,6 +802,12 @@ inline std::string format_info(const info_report& rep) {
   if (rep.min_budget_exact != solve_result::no_budget)
     line("", format_memory(rep.min_budget_exact, mu) + share(rep.min_budget_exact) +
                  ", on exact sizes (min-memory)");
+  if (rep.in_flight > 1)
+    line("", (rep.min_budget_in_flight == solve_result::no_budget
+                  ? std::string("none")
+                  : format_memory(rep.min_budget_in_flight, mu) + share(rep.min_budget_in_flight)) +
+                 ", with " + std::to_string(rep.in_flight) +
+                 " micro-batches in flight (optimal, exact sizes)");
   line("largest stage", format_memory(rep.largest_requirement, mu) +
                             share(rep.largest_requirement) + ", " +
                             detail::stage_label(f, rep.largest_stage) + " alone");

@@ -42,6 +42,8 @@ inline std::vector<remat::solver> sweep_solvers(const solve_request& req, const 
     const solver_info& i = info(s);
     // Without a link to host memory, offload is optimal: the same row twice.
     if (i.uses_link && !c.transfer.available()) continue;
+    // Offloading with micro-batches in flight is not modelled (the solvers refuse it).
+    if (req.in_flight > 1 && i.uses_link && s != remat::solver::exhaustive) continue;
     const std::size_t limit =
         transfers && i.max_link_stages != 0 ? i.max_link_stages : i.max_stages;
     if (limit != 0 && c.length() > limit) {
@@ -206,6 +208,7 @@ inline std::string run_sweep(const io::chain_file& file, const solve_request& re
   options.points = req.points ? static_cast<std::size_t>(*req.points) : 20;
   options.slots = req.slots;
   options.threads = 0;  // every hardware thread, as for one budget
+  options.in_flight = req.in_flight;
   std::optional<detail::output_file> csv_file, plot_file;
   if (req.csv) csv_file.emplace(*req.csv);
   if (req.plot) plot_file.emplace(*req.plot);

@@ -51,7 +51,7 @@ inline std::string csv_field(std::string_view s) {
 
 inline constexpr std::string_view sweep_csv_header =
     "budget,budget_fraction,solver,feasible,makespan,makespan_ratio,peak_memory,"
-    "min_feasible_budget";
+    "min_feasible_budget,retained";
 
 namespace detail {
 
@@ -80,7 +80,8 @@ inline std::vector<const solve_result*> series_points(const sweep_result& s,
 
 /// One CSV line per (budget, solver), budgets outer, in `sweep_csv_header`'s columns: every
 /// solver at the sweep's budgets, and a solver with a curve (`sweep_series::curve`) also at each
-/// of its points. An infeasible point has `feasible` false and empty makespan, ratio and peak; a
+/// of its points. An infeasible point has `feasible` false and empty makespan, ratio, peak and
+/// retained (the memory held at the loss, docs/pipelines.md); a
 /// solver with no feasible budget at all has an empty `min_feasible_budget`. Each line starts
 /// with `prefix`.
 inline std::string sweep_csv_rows(const sweep_result& s, std::string_view prefix = {}) {
@@ -113,6 +114,8 @@ inline std::string sweep_csv_rows(const sweep_result& s, std::string_view prefix
       out += ",";
       if (series.min_feasible_budget != solve_result::no_budget)
         out += std::to_string(series.min_feasible_budget);
+      out += ",";
+      if (r.feasible) out += std::to_string(r.retained);
       out += "\n";
     }
   }

@@ -37,6 +37,9 @@ struct replay_result {
   double makespan = 0;               ///< the end of the last op (without transfers: the sum of
                                      ///< the ops' times)
   size_type peak_memory = 0;         ///< largest memory at any moment, the input a_0 included
+  /// Memory held right before the loss op, its transient excluded: what one micro-batch keeps
+  /// from the end of its forward part to the start of its backward part (docs/pipelines.md).
+  size_type retained = 0;
   /// Bytes of the tensors held on the device after each op, in issue order (a tensor being
   /// offloaded is not held; its bytes still count in `op_peak` and `peak_memory` until freed).
   std::vector<size_type> memory_after;
@@ -188,6 +191,7 @@ constexpr replay_result replay(const chain& c, std::span<const op> ops) {
   r.end.reserve(ops.size());
   timeline t(c, ops.size());
   const walk_failure f = walk(c, ops, [&](const walked_op& w, const std::vector<value>& values) {
+    if (w.o.kind == op_kind::loss) r.retained = t.held();
     const auto [start, end] = t.add(w, values);
     r.start.push_back(start);
     r.end.push_back(end);

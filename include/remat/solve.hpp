@@ -46,6 +46,7 @@ constexpr solve_result solve_as_given(const C& chain, size_type budget,
   if (!info(options.solver).constant_evaluable && std::is_constant_evaluated())
     throw_solver_error(std::string(name(options.solver)) +
                        ": not available in constant expressions");
+  check_in_flight(options);
   switch (options.solver) {
     case solver::store_all: return solve_store_all(chain, budget, options);
     case solver::exhaustive: return solve_exhaustive(chain, budget, options);
@@ -67,12 +68,15 @@ constexpr solve_result solve_as_given(const C& chain, size_type budget,
 // A result of the coarse chain `cc` as one of the fine chain `c`: its ops expanded and replayed
 // on `c` (within the budget, by coarsen.hpp's proof; a schedule that is not is a bug, reported).
 inline solve_result expand_result(const chain& c, const coarse_chain& cc, solve_result coarse,
-                                  solver which) {
+                                  solver which, std::size_t in_flight = 1) {
   solve_result out;
   if (coarse.feasible) {
     std::vector<op> ops = expand(cc, coarse.schedule.ops);
     const double makespan = replay(c, ops).makespan;
     out = finish(c, which, coarse.budget, std::move(ops), makespan);
+    if (out.schedule.peak_memory + (static_cast<size_type>(in_flight) - 1) * out.retained >
+        coarse.budget)
+      throw_internal_error(name(which), "breaks the in-flight constraint once expanded");
   }
   out.budget = coarse.budget;
   out.min_feasible_budget = coarse.min_feasible_budget;
@@ -121,7 +125,7 @@ solve_result solve_coarsened(const C& chain_in, size_type budget, const solve_op
       if (blocks == c.length()) return detail::solve_as_given(c, budget, inner);
       const coarse_chain cc = coarsen(c, blocks, options.coarse_boundaries);
       return detail::expand_result(c, cc, detail::solve_as_given(cc.chain, budget, inner),
-                                   options.solver);
+                                   options.solver, options.in_flight);
     } catch (const solver_error&) {
       if (!retry || retries == 6 || blocks == 1) throw;
       blocks = std::max<std::size_t>(1, blocks / 2);

@@ -209,6 +209,13 @@ struct solve_options {
   /// recording of t_{k+1} holds a_k, so the drop frees nothing (docs/model.md, "Schedules an
   /// executor can run"). Off by default; on, the search covers every op sequence of the model.
   bool drop_recorded_inputs = false;
+  /// Micro-batches in flight (docs/pipelines.md): K >= 1. With K > 1 a schedule fits the budget
+  /// when peak + (K - 1) * retained <= budget (`solve_result::retained`): the K - 1 others each
+  /// hold what one keeps between its forward and its backward part while this one runs, as on a
+  /// pipeline stage under GPipe or 1F1B. `optimal`, `checkpoint-only`, `min-memory` and
+  /// `exhaustive` are exact under it; the other solvers return their schedule only where it
+  /// keeps it; the offloading solvers refuse K > 1.
+  std::size_t in_flight = 1;
 };
 
 /// What a solver found for one budget.
@@ -226,6 +233,9 @@ struct solve_result {
   /// With `solve_options::coarsen`: the number of blocks the solver ran on, or 0 when it ran on
   /// the chain's own stages. The plan's ops are always on the chain's own stages.
   std::size_t coarse_length = 0;
+  /// The schedule's memory held right before the loss op (its transient excluded): with
+  /// `solve_options::in_flight` = K, peak + (K - 1) * retained <= budget.
+  size_type retained = 0;
   /// With coarsening: the stages of the longest block.
   std::size_t largest_block = 0;
   /// The DP solvers (`optimal`, `checkpoint-only`, `min-memory`): the makespan is the exact

@@ -1,5 +1,6 @@
 // A budget sweep: several solvers over evenly spaced budgets, from the least budget at which the
-// optimal solver finds a schedule up to the peak of storing everything; and, for the solvers with
+// optimal solver finds a schedule up to the peak of storing everything (with K micro-batches in
+// flight, up to what storing everything needs with them); and, for the solvers with
 // a frontier (`optimal` and `checkpoint-only` on exact sizes), their whole trade-off curve.
 //
 //   remat::sweep_result s = remat::sweep(chain, {.solvers = {remat::solver::optimal,
@@ -56,6 +57,10 @@ struct sweep_options {
   unsigned threads = 1;
   /// As in `solve_options`.
   double max_estimated_seconds = solve_options{}.max_estimated_seconds;
+  /// Micro-batches in flight, as in `solve_options` (docs/pipelines.md): every solve keeps
+  /// peak + (K - 1) * retained <= budget, and the range ends at what store-all needs so. With
+  /// K > 1 every budget is solved on its own (no curves).
+  std::size_t in_flight = 1;
   /// Called after each solve with the number of solves done and the total (budgets x solvers).
   std::function<void(std::size_t done, std::size_t total)> progress = nullptr;
 };
@@ -80,6 +85,7 @@ struct sweep_result {
   std::vector<size_type> budgets;
   double store_all_makespan = 0;  ///< the store-all schedule replayed on the chain
   size_type store_all_memory = 0;
+  size_type store_all_retained = 0;  ///< what store-all holds at the loss
   std::vector<sweep_series> series;  ///< one per requested solver, in the requested order
 };
 
@@ -109,7 +115,8 @@ inline solve_options sweep_solve_options(const sweep_options& options) {
           .slots = options.slots,
           .max_table_bytes = options.max_table_bytes,
           .threads = options.threads,
-          .max_estimated_seconds = options.max_estimated_seconds};
+          .max_estimated_seconds = options.max_estimated_seconds,
+          .in_flight = options.in_flight};
 }
 
 inline solve_options whole_frontier_options(const chain& c, const sweep_options& options,
@@ -133,7 +140,7 @@ class sweep_frontiers {
       : c_(c),
         options_(whole_frontier_options(c, options, store_all_memory)),
         exact_(options.slots == exact_units),
-        on_(exact_ || options.slots == auto_slots) {
+        on_((exact_ || options.slots == auto_slots) && options.in_flight == 1) {
     frontiers_.reserve(2);  // pointers into it stay valid
   }
 
@@ -207,6 +214,9 @@ struct sweep_fn {
     const replay_result base = replay(c, all);
     out.store_all_makespan = base.makespan;
     out.store_all_memory = base.peak_memory;
+    out.store_all_retained = base.retained;
+    const size_type store_all_need =
+        base.peak_memory + static_cast<size_type>(options.in_flight - 1) * base.retained;
 
     const solve_options dp_options = sweep_solve_options(options);
     sweep_frontiers frontiers(c, options, out.store_all_memory);
@@ -218,7 +228,7 @@ struct sweep_fn {
     if (least == solve_result::no_budget)
       throw_solver_error("optimal: no budget is feasible with " + std::to_string(options.slots) +
                          " slots; use more slots");
-    out.budgets = even_budgets(least, std::max(least, out.store_all_memory), options.points);
+    out.budgets = even_budgets(least, std::max(least, store_all_need), options.points);
 
     const std::size_t total = out.budgets.size() * options.solvers.size();
     std::size_t done = 0;

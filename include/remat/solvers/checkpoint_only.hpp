@@ -13,6 +13,7 @@
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
 #include <remat/detail/dp/dispatch.hpp>
+#include <remat/detail/dp/in_flight.hpp>
 #include <remat/solver_options.hpp>
 
 namespace remat {
@@ -22,6 +23,9 @@ namespace remat {
 template <chain_like C>
 constexpr solve_result solve_checkpoint_only(const C& chain_in, size_type budget,
                                              const solve_options& options = {}) {
+  detail::check_in_flight(options);
+  if (options.in_flight > 1)
+    return detail::solve_in_flight(to_chain(chain_in), budget, options, solver::checkpoint_only);
   return detail::solve_dp(to_chain(chain_in), budget, options, solver::checkpoint_only);
 }
 

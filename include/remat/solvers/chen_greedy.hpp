@@ -104,12 +104,12 @@ constexpr std::vector<size_type> chen_greedy_thresholds(const chain& c) {
 /// Chen's greedy segmentation with the threshold of its grid that fits `budget` fastest.
 template <chain_like C>
 constexpr solve_result solve_chen_greedy(const C& chain_in, size_type budget,
-                                         const solve_options& = {}) {
+                                         const solve_options& options = {}) {
   const chain c = to_chain(chain_in);
   detail::knob_search search(c, budget, solver::chen_greedy, detail::keep_rule::fastest);
   for (const size_type b : detail::chen_greedy_thresholds(c))
     search.offer(detail::chen_greedy_ops(c, b));
-  return std::move(search).result();
+  return detail::keep_in_flight(std::move(search).result(), budget, options);
 }
 
 }  // namespace remat

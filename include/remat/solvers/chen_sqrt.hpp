@@ -52,11 +52,11 @@ constexpr std::vector<op> chen_sqrt_ops(std::int32_t length) {
 /// Chen's sqrt(n) schedule, when its peak fits `budget`.
 template <chain_like C>
 constexpr solve_result solve_chen_sqrt(const C& chain_in, size_type budget,
-                                       const solve_options& = {}) {
+                                       const solve_options& options = {}) {
   const chain c = to_chain(chain_in);
   detail::knob_search search(c, budget, solver::chen_sqrt, detail::keep_rule::fastest);
   search.offer(detail::chen_sqrt_ops(static_cast<std::int32_t>(c.length())));
-  return std::move(search).result();
+  return detail::keep_in_flight(std::move(search).result(), budget, options);
 }
 
 }  // namespace remat

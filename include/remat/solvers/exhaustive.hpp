@@ -139,12 +139,14 @@ class held_state_space {
 
 // Dijkstra over held sets. `combine(path_cost, op_time, op_peak)` gives the cost of extending a
 // path: the sum of times for the fastest schedule, the running maximum peak for the least memory
-// (both are monotone, so Dijkstra is exact). Returns the ops of the best path to g_0, and whether
-// there is one.
+// (both are monotone, so Dijkstra is exact). The loss runs only where the memory held is at most
+// `loss_limit` (the retained memory, docs/pipelines.md). Returns the ops of the best path to g_0,
+// and whether there is one.
 template <class Cost, class Combine>
-std::pair<bool, std::vector<op>> exhaustive_search(const chain& c, size_type budget,
-                                                   Cost start_cost, Combine combine,
-                                                   bool drop_recorded_inputs = false) {
+std::pair<bool, std::vector<op>> exhaustive_search(
+    const chain& c, size_type budget, Cost start_cost, Combine combine,
+    bool drop_recorded_inputs = false,
+    size_type loss_limit = std::numeric_limits<size_type>::max()) {
   using state = held_state_space::state;
   const held_state_space space(c, drop_recorded_inputs);
   struct node {
@@ -174,6 +176,7 @@ std::pair<bool, std::vector<op>> exhaustive_search(const chain& c, size_type bud
     }
     space.for_each_op(s, [&](op o, state next, double time, size_type peak) {
       if (peak > budget) return;
+      if (o.kind == op_kind::loss && space.memory(s) > loss_limit) return;
       const Cost next_cost = combine(cost, time, peak);
       auto [it, inserted] = nodes.try_emplace(next, node{next_cost, s, o, false});
       if (!inserted) {
@@ -186,10 +189,78 @@ std::pair<bool, std::vector<op>> exhaustive_search(const chain& c, size_type bud
   return {false, {}};
 }
 
+// The memories held right before the loss in the states a sequence within `budget` reaches (the
+// values `retained` can take), sorted, without duplicates.
+inline std::vector<size_type> reachable_retained(const chain& c, size_type budget,
+                                                 bool drop_recorded_inputs) {
+  using state = held_state_space::state;
+  const held_state_space space(c, drop_recorded_inputs);
+  std::unordered_map<state, bool> seen{{space.initial(), true}};
+  std::vector<state> todo{space.initial()};
+  std::vector<size_type> out;
+  while (!todo.empty()) {
+    const state s = todo.back();
+    todo.pop_back();
+    space.for_each_op(s, [&](op o, state next, double, size_type peak) {
+      if (peak > budget) return;
+      if (o.kind == op_kind::loss) out.push_back(space.memory(s));
+      if (seen.try_emplace(next, true).second) todo.push_back(next);
+    });
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// The exhaustive search with K = `options.in_flight` > 1 micro-batches in flight: for every value
+// R `retained` can take, in increasing order, the fastest sequence within budget - (K - 1) R whose
+// loss runs holding at most R, kept where strictly faster than those before (ties: the least
+// retained); the least budget likewise, the least over R of the least peak with the loss holding
+// at most R, plus (K - 1) R.
+inline solve_result exhaustive_in_flight(const chain& c, size_type budget,
+                                         const solve_options& options) {
+  const bool drop = options.drop_recorded_inputs;
+  const auto K = static_cast<size_type>(options.in_flight);
+  const size_type any = std::numeric_limits<size_type>::max();
+  solve_result out;
+  out.budget = budget;
+  out.min_feasible_budget = solve_result::no_budget;
+  for (const size_type R : reachable_retained(c, any, drop)) {
+    const auto least = exhaustive_search(
+        c, any, c.input_size,
+        [](size_type path, double, size_type peak) { return std::max(path, peak); }, drop, R);
+    if (!least.first) continue;
+    const size_type need = replay(c, least.second).peak_memory + (K - 1) * R;
+    if (out.min_feasible_budget == solve_result::no_budget || need < out.min_feasible_budget)
+      out.min_feasible_budget = need;
+  }
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<op> best_ops;
+  for (const size_type R : reachable_retained(c, budget, drop)) {
+    if ((K - 1) * R > budget) break;
+    auto found = exhaustive_search(
+        c, budget - (K - 1) * R, 0.0,
+        [](double path, double time, size_type) { return path + time; }, drop, R);
+    if (!found.first) continue;
+    const double makespan = replay(c, found.second).makespan;
+    if (makespan < best) {
+      best = makespan;
+      best_ops = std::move(found.second);
+    }
+  }
+  if (best_ops.empty()) return out;
+  solve_result r = finish(c, solver::exhaustive, budget, std::move(best_ops), best);
+  if (r.schedule.peak_memory + (K - 1) * r.retained > budget)
+    throw_internal_error("exhaustive", "breaks the in-flight constraint");
+  r.min_feasible_budget = out.min_feasible_budget;
+  return r;
+}
+
 }  // namespace detail
 
 /// The least-time schedule over all op sequences that fit `budget` (sizes as given, no
-/// discretization). Refuses chains longer than `exhaustive_max_stages` with a `solver_error`.
+/// discretization); with `options.in_flight` = K > 1, those with peak + (K - 1) * retained <=
+/// budget. Refuses chains longer than `exhaustive_max_stages` with a `solver_error`.
 template <chain_like C>
 solve_result solve_exhaustive(const C& chain_in, size_type budget,
                               const solve_options& options = {}) {
@@ -200,7 +271,16 @@ solve_result solve_exhaustive(const C& chain_in, size_type budget,
     detail::throw_solver_error("exhaustive: the chain has " + std::to_string(c.length()) +
                                " stages; the search over all op sequences is limited to " +
                                std::to_string(exhaustive_max_stages) + " (use the optimal solver)");
-  if (c.transfer.offload_bandwidth > 0 || c.transfer.prefetch_bandwidth > 0) {
+  const bool link = c.transfer.offload_bandwidth > 0 || c.transfer.prefetch_bandwidth > 0;
+  if (options.in_flight > 1) {
+    if (link)
+      detail::throw_solver_error(
+          "exhaustive: offloading with micro-batches in flight (in_flight = " +
+          std::to_string(options.in_flight) +
+          ") is not modelled; solve the chain without its transfer link");
+    return detail::exhaustive_in_flight(c, budget, options);
+  }
+  if (link) {
     for (std::size_t k = 0; k < c.length(); ++k)
       if (!c.stages[k].options.empty())
         detail::throw_solver_error("exhaustive: stages[" + std::to_string(k) +

@@ -24,6 +24,7 @@
 #include <remat/concepts.hpp>
 #include <remat/detail/dp/cost.hpp>
 #include <remat/detail/dp/dispatch.hpp>
+#include <remat/detail/dp/in_flight.hpp>
 #include <remat/detail/dp/least_memory.hpp>
 #include <remat/detail/dp/model.hpp>
 #include <remat/detail/verify/finish.hpp>
@@ -75,6 +76,8 @@ constexpr solve_result solve_min_memory(const C& chain_in, size_type budget,
                                         const solve_options& options = {}) {
   const chain c = to_chain(chain_in);
   if (budget < 0) detail::throw_solver_error("the budget must be >= 0");
+  detail::check_in_flight(options);
+  if (options.in_flight > 1) return detail::solve_min_memory_in_flight(c, budget, options);
   solve_options exact = options;
   exact.slots = exact_units;
   solve_result r;

@@ -63,6 +63,7 @@ inline solve_result tightened(const chain& c, size_type budget, solve_result r) 
 /// budget, where the DP found a schedule below those).
 template <chain_like C>
 solve_result solve_offload(const C& chain_in, size_type budget, const solve_options& options = {}) {
+  detail::refuse_in_flight(solver::offload, options);
   const chain c = to_chain(chain_in);
   if (budget < 0) detail::throw_solver_error("the budget must be >= 0");
   if (options.coarsen != no_coarsening)

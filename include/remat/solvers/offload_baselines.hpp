@@ -97,7 +97,9 @@ inline solve_result solve_offloaded_store_all(const chain& c, size_type budget, 
 /// save-on-cpu: store-all with every tape offloaded after its forward and prefetched during the
 /// backward before its own.
 template <chain_like C>
-solve_result solve_save_on_cpu(const C& chain_in, size_type budget, const solve_options& = {}) {
+solve_result solve_save_on_cpu(const C& chain_in, size_type budget,
+                               const solve_options& options = {}) {
+  detail::refuse_in_flight(solver::save_on_cpu, options);
   return detail::solve_offloaded_store_all(to_chain(chain_in), budget, solver::save_on_cpu, false,
                                            false);
 }
@@ -105,14 +107,16 @@ solve_result solve_save_on_cpu(const C& chain_in, size_type budget, const solve_
 /// vDNN: every stage input offloaded during the stage's forward (the next stage waits for it),
 /// prefetched one stage ahead.
 template <chain_like C>
-solve_result solve_vdnn(const C& chain_in, size_type budget, const solve_options& = {}) {
+solve_result solve_vdnn(const C& chain_in, size_type budget, const solve_options& options = {}) {
+  detail::refuse_in_flight(solver::vdnn, options);
   return detail::solve_offloaded_store_all(to_chain(chain_in), budget, solver::vdnn, true, true);
 }
 
 /// checkpoint_sequential with its segment inputs offloaded, the segment count that fits fastest.
 template <chain_like C>
 solve_result solve_sequential_offload(const C& chain_in, size_type budget,
-                                      const solve_options& = {}) {
+                                      const solve_options& options = {}) {
+  detail::refuse_in_flight(solver::sequential_offload, options);
   const chain c = to_chain(chain_in);
   detail::require_link(c, solver::sequential_offload);
   const auto length = static_cast<std::int32_t>(c.length());

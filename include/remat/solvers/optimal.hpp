@@ -17,6 +17,7 @@
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
 #include <remat/detail/dp/dispatch.hpp>
+#include <remat/detail/dp/in_flight.hpp>
 #include <remat/solver_options.hpp>
 
 namespace remat {
@@ -25,6 +26,9 @@ namespace remat {
 template <chain_like C>
 constexpr solve_result solve_optimal(const C& chain_in, size_type budget,
                                      const solve_options& options = {}) {
+  detail::check_in_flight(options);
+  if (options.in_flight > 1)
+    return detail::solve_in_flight(to_chain(chain_in), budget, options, solver::optimal);
   return detail::solve_dp(to_chain(chain_in), budget, options, solver::optimal);
 }
 

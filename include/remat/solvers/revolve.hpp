@@ -101,13 +101,13 @@ constexpr std::vector<op> revolve_ops(std::int32_t length, std::int32_t snapshot
 /// Revolve's binomial schedule with the most snapshots whose schedule fits `budget`.
 template <chain_like C>
 constexpr solve_result solve_revolve(const C& chain_in, size_type budget,
-                                     const solve_options& = {}) {
+                                     const solve_options& options = {}) {
   const chain c = to_chain(chain_in);
   const auto length = static_cast<std::int32_t>(c.length());
   detail::knob_search search(c, budget, solver::revolve, detail::keep_rule::first_fit);
   for (std::int32_t s = length > 1 ? length - 1 : 1; s >= 1; --s)
     search.offer(detail::revolve_ops(length, s));
-  return std::move(search).result();
+  return detail::keep_in_flight(std::move(search).result(), budget, options);
 }
 
 }  // namespace remat

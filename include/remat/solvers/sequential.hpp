@@ -47,13 +47,13 @@ constexpr std::vector<op> sequential_ops(std::int32_t length, std::int32_t segme
 /// PyTorch's `checkpoint_sequential` with the segment count that fits `budget` fastest.
 template <chain_like C>
 constexpr solve_result solve_sequential(const C& chain_in, size_type budget,
-                                        const solve_options& = {}) {
+                                        const solve_options& options = {}) {
   const chain c = to_chain(chain_in);
   const auto length = static_cast<std::int32_t>(c.length());
   detail::knob_search search(c, budget, solver::sequential, detail::keep_rule::fastest);
   for (std::int32_t segments = 1; segments <= length; ++segments)
     search.offer(detail::sequential_ops(length, segments));
-  return std::move(search).result();
+  return detail::keep_in_flight(std::move(search).result(), budget, options);
 }
 
 }  // namespace remat

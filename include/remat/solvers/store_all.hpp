@@ -9,6 +9,8 @@
 #include <remat/simulate.hpp>
 #include <remat/solver_options.hpp>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -24,23 +26,27 @@ constexpr std::vector<op> store_all_ops(std::int32_t length) {
   return ops;
 }
 
-/// The store-all schedule when its peak fits `budget`; its peak is `min_feasible_budget` either
-/// way. Sizes are used as given (no discretization).
+/// The store-all schedule when its peak fits `budget` (with `options.in_flight` = K, its peak
+/// plus K - 1 times what it holds at the loss); that need is `min_feasible_budget` either way.
+/// Sizes are used as given (no discretization).
 template <chain_like C>
 constexpr solve_result solve_store_all(const C& chain_in, size_type budget,
-                                       const solve_options& = {}) {
+                                       const solve_options& options = {}) {
   const chain c = to_chain(chain_in);
   if (budget < 0) detail::throw_solver_error("the budget must be >= 0");
   std::vector<op> ops = store_all_ops(static_cast<std::int32_t>(c.length()));
   const replay_result r = detail::replay(c, ops);
-  if (r.peak_memory > budget) {
+  const size_type need =
+      r.peak_memory + static_cast<size_type>(std::max<std::size_t>(options.in_flight, 1) - 1) *
+                          r.retained;
+  if (need > budget) {
     solve_result out;
     out.budget = budget;
-    out.min_feasible_budget = r.peak_memory;
+    out.min_feasible_budget = need;
     return out;
   }
   solve_result out = detail::finish(c, solver::store_all, budget, std::move(ops), r.makespan);
-  out.min_feasible_budget = r.peak_memory;
+  out.min_feasible_budget = need;
   return out;
 }
 

@@ -265,6 +265,52 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     CHECK(e["feasible"] == true);
   }
 
+  TEST_CASE("--in-flight K: the schedule keeps peak + (K - 1) x retained within the budget") {
+    const remat::io::chain_file f = remat::io::read_chain_file(tiny);
+    const remat::replay_result all = remat::simulate(
+        f.chain, remat::store_all_ops(static_cast<std::int32_t>(f.chain.length())));
+    // Halfway from the least budget with 3 in flight to what store-all needs with them: store-all
+    // does not fit, a schedule that retains less does.
+    const long long least =
+        remat::solve(f.chain, 0, {.slots = remat::exact_units, .in_flight = 3}).min_feasible_budget;
+    const long long need = all.peak_memory + 2 * all.retained;
+    REQUIRE(least < need);
+    const std::string budget = std::to_string((least + need) / 2);
+    const run_result r = run({tiny, "--budget", budget, "--in-flight", "3", "--json"});
+    CHECK(r.status == 0);
+    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(r.out);
+    const std::vector<remat::op> ops = ops_of(j, f.chain.length());
+    const remat::replay_result replayed =
+        remat::simulate(f.chain, std::span<const remat::op>(ops));
+    REQUIRE(replayed.valid());
+    CHECK(j["retained"].get<long long>() == replayed.retained);
+    CHECK(j["in_flight"] == 3);
+    CHECK(replayed.peak_memory + 2 * replayed.retained <= (least + need) / 2);
+    CHECK(j["min_feasible_budget"].get<long long>() == least);
+    // The report says what the budget must hold.
+    const run_result text = run({tiny, "--budget", budget, "--in-flight", "3"});
+    CHECK(text.out.find("with 3 micro-batches in flight, peak + 2 x retained") !=
+          std::string::npos);
+    // Store-all says the budget it would need; --info the least with K in flight.
+    const run_result s = run({tiny, "--budget", budget, "--in-flight", "3", "--solver",
+                              "store-all", "--json"});
+    CHECK(s.status == 1);
+    CHECK(nlohmann::ordered_json::parse(s.out)["min_feasible_budget"].get<long long>() == need);
+    const nlohmann::ordered_json info =
+        nlohmann::ordered_json::parse(run({tiny, "--info", "--in-flight", "3", "--json"}).out);
+    CHECK(info["in_flight"] == 3);
+    CHECK(info["min_feasible_budget_in_flight"] == j["min_feasible_budget"]);
+    CHECK(info["store_all_retained"].get<long long>() == all.retained);
+    // Refusals name what is wrong.
+    CHECK(run({tiny, "--budget", budget, "--in-flight", "0"}).status == 2);
+    CHECK(run({tiny, "--frontier", "--in-flight", "2"}).err.find("--in-flight") !=
+          std::string::npos);
+    const run_result offload = run({tiny, "--budget", budget, "--in-flight", "2", "--solver",
+                                    "offload", "--bandwidth", "25GB/s"});
+    CHECK(offload.status == 2);
+    CHECK(offload.err.find("micro-batches in flight") != std::string::npos);
+  }
+
   TEST_CASE("the JSON form: keys in order, and figures that the simulator confirms") {
     const nlohmann::ordered_json j =
         nlohmann::ordered_json::parse(run({tiny, "--budget", "45MB", "--json"}).out);
@@ -272,7 +318,7 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     for (const auto& item : j.items()) keys.push_back(item.key());
     CHECK(keys == std::vector<std::string>{"solver", "feasible", "budget", "makespan",
                                            "peak_memory", "store_all_makespan", "store_all_memory",
-                                           "min_feasible_budget", "ops"});
+                                           "min_feasible_budget", "ops", "retained"});
 
     const remat::io::chain_file f = remat::io::read_chain_file(tiny);
     const std::vector<remat::op> ops = ops_of(j, f.chain.length());
@@ -417,7 +463,7 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     REQUIRE(std::getline(in, line));
     CHECK(line ==
           "budget,budget_fraction,solver,feasible,makespan,makespan_ratio,peak_memory,"
-          "min_feasible_budget");
+          "min_feasible_budget,retained");
     const std::vector<std::string> solvers = {"optimal", "chen-sqrt", "revolve", "store-all"};
     std::vector<long long> budgets;                     // where every solver has a row
     std::vector<std::pair<long long, double>> optimal;  // optimal's rows
@@ -434,7 +480,7 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
         if (comma == std::string::npos) break;
         start = comma + 1;
       }
-      REQUIRE(cells.size() == 8);
+      REQUIRE(cells.size() == 9);
       const long long budget = std::stoll(cells[0]);
       const auto solver = static_cast<std::size_t>(
           std::find(solvers.begin(), solvers.end(), cells[2]) - solvers.begin());
@@ -453,6 +499,7 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
         CHECK(std::stod(cells[5]) == doctest::Approx(makespan / base.makespan));
         CHECK(std::stoll(cells[6]) <= budget);
         CHECK(std::stoll(cells[7]) <= budget);
+        CHECK(std::stoll(cells[8]) <= std::stoll(cells[6]));  // retained <= peak
         if (solver == 0) optimal.emplace_back(budget, makespan);
       } else {
         CHECK(solver != 0);  // optimal fits every budget of its sweep
@@ -592,7 +639,7 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
       CHECK(keys == std::vector<std::string>{"name", "stages", "input_size", "store_all_makespan",
                                              "store_all_memory", "slots", "min_feasible_budget",
                                              "min_feasible_budget_exact", "largest_stage_memory",
-                                             "largest_stage"});
+                                             "largest_stage", "store_all_retained"});
       CHECK(j["name"] == f.name);
       CHECK(j["stages"] == c.length());
       CHECK(j["input_size"] == c.input_size);
@@ -664,7 +711,8 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     CHECK(keys == std::vector<std::string>{"name", "stages", "input_size", "store_all_makespan",
                                            "store_all_memory", "slots", "min_feasible_budget",
                                            "min_feasible_budget_exact", "largest_stage_memory",
-                                           "largest_stage", "transfer", "transfer_stages"});
+                                           "largest_stage", "store_all_retained", "transfer",
+                                           "transfer_stages"});
     CHECK(j["transfer"]["offload_bandwidth"] == 25e6);
     CHECK(j["transfer"]["prefetch_bandwidth"] == 25e6);
     // The least budget with offloading: offload's own, never above optimal's.

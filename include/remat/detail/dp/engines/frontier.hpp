@@ -242,24 +242,31 @@ inline frontier_table frontier_dp_resume(const model& md, const interval_bounds&
   return frontier::run_diagonals(md, bounds, o, std::move(t));
 }
 
-// The schedule of (i, l) at memory m (finite there) from a frontier table: the dense DP's
-// schedule where sums are exact (`dense_choice`), else the frontier's own choices.
+// The choice of cell (i, l, m) (finite there) of a frontier table: the dense DP's where sums are
+// exact (`dense_choice`), else the frontier's own.
+constexpr std::int32_t frontier_choice(const model& md, const frontier_table& t, std::int32_t i,
+                                       std::int32_t l, size_type m) {
+  const frontier_step* p = t.at(i, l, m);
+  if (p == nullptr)
+    throw std::logic_error(
+        "remat internal error: a frontier's schedule reads an infeasible "
+        "interval");
+  if (md.exact_sums) {
+    const std::int32_t dense =
+        dense_choice(md, t.branches, i, l, m,
+                     [&](std::int32_t a, std::int32_t b, size_type k) { return t.value(a, b, k); });
+    if (dense >= 0) return dense;
+  }
+  const std::int32_t choice = t.choice(i, l, p);
+  return is_tape_choice(choice) ? choice : i + choice;
+}
+
+// The schedule of (i, l) at memory m (finite there) from a frontier table, read back with
+// `frontier_choice`.
 constexpr std::vector<op> frontier_ops(const model& md, const frontier_table& t, std::int32_t i,
                                        std::int32_t l, size_type m) {
   return persistent_ops(md, i, l, m, [&](std::int32_t ci, std::int32_t cl, size_type cm) {
-    const frontier_step* p = t.at(ci, cl, cm);
-    if (p == nullptr)
-      throw std::logic_error(
-          "remat internal error: a frontier's schedule reads an infeasible "
-          "interval");
-    if (md.exact_sums) {
-      const std::int32_t dense = dense_choice(
-          md, t.branches, ci, cl, cm,
-          [&](std::int32_t a, std::int32_t b, size_type k) { return t.value(a, b, k); });
-      if (dense >= 0) return dense;
-    }
-    const std::int32_t choice = t.choice(ci, cl, p);
-    return is_tape_choice(choice) ? choice : ci + choice;
+    return frontier_choice(md, t, ci, cl, cm);
   });
 }
 
