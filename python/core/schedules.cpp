@@ -158,6 +158,9 @@ void bind_replay(py::module_& m) {
                              })
       .def_property_readonly("makespan", [](const py_replay& p) { return p.r.makespan; })
       .def_property_readonly("peak_memory", [](const py_replay& p) { return p.r.peak_memory; })
+      .def_property_readonly(
+          "retained", [](const py_replay& p) { return p.r.retained; },
+          "Memory held right before the loss op (0 where the sequence has none).")
       .def_property_readonly("memory_after", [](const py_replay& p) { return p.r.memory_after; })
       .def_property_readonly("op_peak", [](const py_replay& p) { return p.r.op_peak; })
       .def_property_readonly("start", [](const py_replay& p) { return p.r.start; })

@@ -89,6 +89,7 @@ struct py_result {
   std::string solver;
   remat::solve_result r;
   remat::replay_result replayed;
+  std::size_t in_flight = 1;
 };
 
 std::string result_repr(const py_result& p) {
@@ -98,9 +99,10 @@ std::string result_repr(const py_result& p) {
     << ", budget=" << p.r.budget;
   if (p.r.feasible)
     o << ", makespan=" << p.replayed.makespan << ", peak_memory=" << p.replayed.peak_memory
-      << ", ops=" << p.r.schedule.ops.size();
+      << ", retained=" << p.replayed.retained << ", ops=" << p.r.schedule.ops.size();
   else if (p.r.min_feasible_budget != remat::solve_result::no_budget)
     o << ", min_feasible_budget=" << p.r.min_feasible_budget;
+  if (p.in_flight > 1) o << ", in_flight=" << p.in_flight;
   o << ")";
   return o.str();
 }
@@ -132,6 +134,15 @@ void bind_result(py::module_& m) {
           },
           "The least budget at which this solver, with these options, finds a schedule; None "
           "when none does (too few slots).")
+      .def_property_readonly(
+          "retained",
+          [](const py_result& p) -> std::optional<size_type> {
+            if (!p.r.feasible) return std::nullopt;
+            return p.replayed.retained;
+          },
+          "The memory the schedule holds right before the loss (what each other micro-batch in "
+          "flight holds meanwhile); None when nothing fits.")
+      .def_property_readonly("in_flight", [](const py_result& p) { return p.in_flight; })
       .def_property_readonly("ops", [](const py_result& p) { return p.r.schedule.ops; })
       .def_property_readonly(
           "predicted_makespan", [](const py_result& p) { return p.r.schedule.makespan; },
@@ -147,8 +158,14 @@ void bind_result(py::module_& m) {
 }
 
 py_result solve_one(const remat::io::chain_file& c, py::handle budget, const std::string& solver,
-                    py::handle slots, py::handle coarsen, unsigned threads) {
+                    py::handle slots, py::handle coarsen, unsigned threads,
+                    py::handle in_flight) {
   remat::solve_options options;
+  if (PyBool_Check(in_flight.ptr()) || !PyIndex_Check(in_flight.ptr()))
+    throw py::type_error("in_flight must be a positive int");
+  const auto k = in_flight.cast<long long>();
+  if (k < 1) throw py::value_error("in_flight must be >= 1 (got " + std::to_string(k) + ")");
+  options.in_flight = static_cast<std::size_t>(k);
   options.solver = solver_named(solver);
   options.slots = slots_from(slots);
   options.coarsen = coarsen_from(coarsen);
@@ -156,6 +173,7 @@ py_result solve_one(const remat::io::chain_file& c, py::handle budget, const std
   const size_type b = budget_from(budget);
   py_result out;
   out.solver = std::string(remat::name(options.solver));
+  out.in_flight = options.in_flight;
   {
     const py::gil_scoped_release no_gil;  // pure: other Python threads may run
     out.r = remat::solve(c.chain, b, options);
@@ -184,9 +202,11 @@ void bind_solve(py::module_& m) {
   bind_result(m);
   m.def("solve", &solve_one, py::arg("chain"), py::arg("budget"), py::arg("solver") = "optimal",
         py::arg("slots") = py::none(), py::arg("coarsen") = py::none(), py::arg("threads") = 1,
+        py::arg("in_flight") = 1,
         "The fastest schedule of `solver` within `budget` (an int in the chain's memory unit, or "
         "a string such as '512MiB'). slots: None (auto), 'exact' or N; coarsen: None, 'auto' or "
-        "N. An infeasible budget is a result (feasible is False, min_feasible_budget says what "
+        "N; in_flight: K micro-batches in flight (a pipeline stage), the schedule keeping "
+        "peak_memory + (K - 1) * retained <= budget. An infeasible budget is a result (feasible is False, min_feasible_budget says what "
         "fits); a request the solver cannot honour raises SolverError.");
   m.def("trade_off", &trade_off_of, py::arg("chain"), py::arg("solver") = "optimal",
         "The exact trade-off curve of `optimal` (or `checkpoint-only`): (budget, makespan) pairs, "

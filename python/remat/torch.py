@@ -33,6 +33,7 @@ import torch
 
 from . import Chain, Stage, StageOption, parse_size, simulate, solve
 from . import _fx, _selective
+from ._pipeline import micro_batches_in_flight
 
 try:
     from . import _torch as _meter
@@ -51,7 +52,7 @@ except ImportError as e:  # pragma: no cover - depends on the build
     ) from e
 
 __all__ = ["Checkpointed", "ModelError", "BudgetError", "FewCutsWarning", "Profile", "profile",
-           "cpu_meter"]
+           "cpu_meter", "micro_batches_in_flight"]
 
 
 class ModelError(ValueError):
@@ -1150,25 +1151,30 @@ class _Entry:
     plans: dict = field(default_factory=dict)  # (budget, solver, slots) -> _Schedule
     autocast: tuple = _NO_AUTOCAST  # the state the stages were profiled and run under
     alternatives: list = None  # per stage, options 1, 2, ... as checked under that state
-    store_all_peak: int = None
-    least_budgets: dict = field(default_factory=dict)  # solver -> its least budget
+    store_all_result: object = None  # the store-all schedule's SolveResult
+    least_budgets: dict = field(default_factory=dict)  # (solver, slots, K) -> its least budget
     plain_peak: int = None  # plain autograd's step, measured where a loss is given
     stages: list = None  # the modules the steps run: the stages, or each compiled
 
-    def store_all(self):
-        if self.store_all_peak is None:
-            self.store_all_peak = solve(self.profile.chain, 1 << 62,
-                                        solver="store-all").peak_memory
-        return self.store_all_peak
+    def store_all(self, in_flight=1):
+        """What storing everything needs at this shape: its peak, plus K - 1 times what it holds
+        at the loss with K = `in_flight` micro-batches in flight."""
+        if self.store_all_result is None:
+            self.store_all_result = solve(self.profile.chain, 1 << 62, solver="store-all")
+        r = self.store_all_result
+        return r.peak_memory + (in_flight - 1) * r.retained
 
-    def least(self, solver, slots):
-        """The least budget `solver` fits at this shape (the store-all peak where none does)."""
-        if (solver, slots) not in self.least_budgets:
-            least = solve(self.profile.chain, 0, solver=solver, slots=slots).min_feasible_budget
+    def least(self, solver, slots, in_flight=1):
+        """The least budget `solver` fits at this shape with `in_flight` micro-batches in flight
+        (what store-all needs where none does)."""
+        key = (solver, slots, in_flight)
+        if key not in self.least_budgets:
+            least = solve(self.profile.chain, 0, solver=solver, slots=slots,
+                          in_flight=in_flight).min_feasible_budget
             if least is None or least < 0 or least >= 1 << 62:
-                least = self.store_all()
-            self.least_budgets[(solver, slots)] = least
-        return self.least_budgets[(solver, slots)]
+                least = self.store_all(in_flight)
+            self.least_budgets[key] = least
+        return self.least_budgets[key]
 
 
 class Checkpointed(torch.nn.Module):
@@ -1203,7 +1209,11 @@ class Checkpointed(torch.nn.Module):
     runs each stage compiled by torch.compile (profiled as compiled, once per input signature);
     `torch.compile(Checkpointed(...))` does the same, dynamo leaving the schedule's runner out of
     its graph, and so does `Checkpointed(torch.compile(model))` (torch.compile's default
-    options).
+    options). `in_flight=K` solves for K micro-batches in flight, as on a pipeline stage
+    (docs/pipelines.md): the schedule keeps its peak plus K - 1 times what it holds between its
+    forward and its backward (`plan.retained`) within the budget, and "least", "least+N%" and
+    "N%" are in those terms (`micro_batches_in_flight` gives each stage's K); the model then runs
+    no plain step.
 
     `m(x)` in training mode with gradients enabled runs the schedule's forward part and returns
     what the model returns; its backward (`loss(y).backward()`) runs the rest. Otherwise (eval
@@ -1215,8 +1225,14 @@ class Checkpointed(torch.nn.Module):
 
     def __init__(self, model, sample, budget, solver="optimal", loss=None, slots=None,
                  warmup=1, runs=3, enforce_budget=False, leaf_modules=(), block_options=True,
-                 run_plainly=True, compile=False):
+                 run_plainly=True, compile=False, in_flight=1):
         super().__init__()
+        if isinstance(in_flight, bool) or not isinstance(in_flight, numbers.Integral):
+            raise TypeError(f"in_flight must be an int (micro-batches in flight), not "
+                            f"{type(in_flight).__name__}")
+        if in_flight < 1:
+            raise ValueError(f"in_flight must be >= 1 (got {in_flight})")
+        self.in_flight = int(in_flight)
         original = getattr(model, "_orig_mod", None)
         if isinstance(original, torch.nn.Module) and type(model).__name__ == "OptimizedModule":
             # Checkpointed(torch.compile(model)): the model, each block compiled.
@@ -1457,14 +1473,15 @@ class Checkpointed(torch.nn.Module):
         """The least budget any schedule of `solver` fits at the last input shape, in the
         budget's terms (the whole step's, with `loss_reserve`, where `loss` was given)."""
         entry = self._current[0]
-        return entry.least(self.solver, self.slots) + self._reserve(entry)
+        return entry.least(self.solver, self.slots, self.in_flight) + self._reserve(entry)
 
     @property
     def store_all_peak(self):
         """The peak of storing everything at the last input shape, in the budget's terms (the
-        schedule's, with `loss_reserve` where `loss` was given): the budget "100%" names."""
+        schedule's, with `loss_reserve` where `loss` was given; with `in_flight` = K, plus K - 1
+        times what it holds at the loss): the budget "100%" names."""
         entry = self._current[0]
-        return entry.store_all() + self._reserve(entry)
+        return entry.store_all(self.in_flight) + self._reserve(entry)
 
     @property
     def plain_peak(self):
@@ -1479,22 +1496,25 @@ class Checkpointed(torch.nn.Module):
 
     def _budget_of(self, entry):
         reserve = self._reserve(entry)
-        return _budget_bytes(self.budget, lambda: entry.store_all() + reserve,
-                             lambda: entry.least(self.solver, self.slots) + reserve)
+        K = self.in_flight
+        return _budget_bytes(self.budget, lambda: entry.store_all(K) + reserve,
+                             lambda: entry.least(self.solver, self.slots, K) + reserve)
 
     def _plan_for_key(self, entry):
         budget = self._budget_of(entry)
-        k = (budget, self.solver, self.slots, self.run_plainly)
+        k = (budget, self.solver, self.slots, self.run_plainly, self.in_flight)
         if k not in entry.plans:
             reserve = self._reserve(entry)
-            if (self.run_plainly and entry.plain_peak is not None
+            # (Plain autograd's step is measured for one micro-batch; with several in flight the
+            # schedules, store-all among them, are judged with what the others hold.)
+            if (self.run_plainly and self.in_flight == 1 and entry.plain_peak is not None
                     and budget >= entry.plain_peak):
                 result = solve(entry.profile.chain, 1 << 62, solver="store-all")
                 entry.plans[k] = _Schedule(entry.profile, result, budget, reserve,
                                            entry.plain_peak)
             else:
                 result = solve(entry.profile.chain, max(0, budget - reserve), solver=self.solver,
-                               slots=self.slots)
+                               slots=self.slots, in_flight=self.in_flight)
                 entry.plans[k] = _Schedule(entry.profile, result, budget, reserve)
         return entry.plans[k]
 

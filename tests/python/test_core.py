@@ -180,6 +180,28 @@ class Solving(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "unknown op kind"):
             remat.Op("X", 0)
 
+    def test_micro_batches_in_flight(self):
+        c = eight()
+        for K in (1, 2, 3):
+            for budget in (40, 60, 80, 120):
+                r = remat.solve(c, budget, slots="exact", in_flight=K)
+                self.assertEqual(r.in_flight, K)
+                if r.feasible:
+                    self.assertEqual(remat.simulate(c, r.ops).retained, r.retained)
+                    self.assertLessEqual(r.peak_memory + (K - 1) * r.retained, budget)
+                else:
+                    self.assertIsNone(r.retained)
+                    self.assertGreater(r.min_feasible_budget, budget)
+        self.assertTrue(remat.solve(c, 60, in_flight=2).feasible)  # docs/python.md's line
+        with self.assertRaisesRegex(ValueError, "in_flight must be >= 1"):
+            remat.solve(c, 40, in_flight=0)
+        with self.assertRaises(TypeError):
+            remat.solve(c, 40, in_flight=1.5)
+        linked = eight(transfer=remat.Transfer(offload_bandwidth=8, prefetch_bandwidth=8))
+        with self.assertRaises(remat.SolverError) as e:
+            remat.solve(linked, 40, solver="offload", in_flight=2)
+        self.assertIn("micro-batches in flight", str(e.exception))
+
     def test_offloading(self):
         c = eight(transfer=remat.Transfer(offload_bandwidth=8, prefetch_bandwidth=8))
         r = remat.solve(c, 24, solver="offload", slots="exact")
