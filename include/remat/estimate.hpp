@@ -101,8 +101,9 @@ struct cost_policy {
   // The whole frontier, probed and projected; nullopt where it passes the limits and the step
   // falls back (the probe's cost is kept in `so_far`).
   std::optional<solve_estimate> whole(const dp_choice& d, const whole_step& w) {
-    const solve_estimate e =
-        probe_whole_frontier(d.md, d.request.branches, options, whole_probe_seconds);
+    const solve_estimate e = probe_whole_frontier(
+        d.md, d.request.branches, w.fallback ? default_exact_limits(options) : options,
+        whole_probe_seconds);
     if (e.within_limits || !w.fallback) return e;
     so_far = e;
     return std::nullopt;
@@ -136,16 +137,27 @@ struct cost_policy {
     return out;
   }
 
+  // The default's solve of the chain without its options, where it falls back on one with them.
+  solve_estimate faster(const dp_choice&, solve_estimate own,
+                        const std::optional<solve_estimate>& plain) const {
+    if (plain) {
+      own.seconds += plain->seconds;
+      own.bytes = std::max(own.bytes, plain->bytes);
+    }
+    return own;
+  }
+
   // The probe (no engine fitted what it left: none is tried), then the 500-slot DP and its bound's
-  // DP, which rounds to fewer memories.
-  solve_estimate fallback(const dp_choice& d, const engines_step&, const exact_attempt& a) const {
+  // DP, which rounds to fewer memories, and the chain's solve without its options.
+  solve_estimate fallback(const dp_choice& d, const engines_step&, const exact_attempt& a,
+                          const std::optional<solve_estimate>& plain) const {
     solve_estimate out = least_memory(d);
     out.runs_dp = true;
     out.exact = false;
     const double bound_share = static_cast<double>(tuning.auto_bound_slots) / rotor_slots;
     out.seconds += a.spent + (1 + bound_share) * d.slotted->dense_seconds;
     out.bytes = std::max(out.bytes, d.slotted->dense_bytes);
-    return out;
+    return faster(d, out, plain);
   }
 };
 

@@ -164,10 +164,11 @@ inline constexpr std::size_t auto_coarsening = static_cast<std::size_t>(-1);
 /// rescaling), within the limits or refused.
 inline constexpr size_type exact_units = 0;
 
-/// `slots` value meaning: exact where that is cheap, and bounded where it is not: the exact
-/// optimum where an exact engine finishes within about the time of the 500-slot solve, and the
-/// 500-slot schedule (never slower than it) with a bound of its distance from the exact optimum
-/// elsewhere (`solve_result::exact`, `memory_loss`, `makespan_loss`).
+/// `slots` value meaning: exact unless that is expensive: the exact optimum wherever an exact
+/// engine is estimated within about 10 s and 2 GiB (and the limits), and past that the 500-slot
+/// schedule (never slower than it, nor than the default's schedule of the same chain without its
+/// options) with a bound of its distance from the exact optimum (`solve_result::exact`,
+/// `memory_loss`, `makespan_loss`).
 inline constexpr size_type auto_slots = -1;
 
 /// Slots used when none are given.
@@ -179,8 +180,8 @@ inline constexpr size_type rotor_slots = 500;
 struct solve_options {
   remat::solver solver = solver::optimal;
   /// Memory discretization for the DP solvers with a memory dimension (`optimal`,
-  /// `checkpoint-only`): `auto_slots` (the default) is exact where that is cheap and the 500-slot
-  /// DP with a bound elsewhere; `exact_units` is exact on the sizes as given, or refused past the
+  /// `checkpoint-only`): `auto_slots` (the default) is exact unless an exact engine is estimated
+  /// past about 10 s or 2 GiB, and there the 500-slot DP with a bound; `exact_units` is exact on the sizes as given, or refused past the
   /// limits; N cuts the budget into N units and rounds every size up to whole units (Rotor's DP,
   /// with a table over the units). The other solvers always use the sizes as given.
   size_type slots = default_slots;

@@ -73,7 +73,7 @@ TEST_CASE("solver names") {
     CAPTURE(remat::name(s));
     CHECK(remat::solver_from_name(remat::name(s)) == s);
   }
-  // The default is the optimal DP, exact where that is cheap and bounded where it is not.
+  // The default is the optimal DP, exact unless that is expensive, and bounded there.
   const solve_options o;
   CHECK(o.solver == solver::optimal);
   CHECK(o.slots == remat::default_slots);

@@ -43,8 +43,8 @@ void check_curve(const remat::chain& c, const remat::sweep_options& o,
     CHECK(series.curve.empty());
     return;
   }
-  // By default the sweep reads its budgets from the whole curve where that is cheap, and solves
-  // them one by one elsewhere (no curve).
+  // By default the sweep reads its budgets from the whole curve where that is estimated within
+  // about the budgets' own solves, and solves them one by one elsewhere (no curve).
   if (o.slots == remat::auto_slots && series.curve.empty()) return;
   const remat::solve_options so{.solver = series.solver, .slots = remat::exact_units};
   const remat::trade_off_result t = remat::trade_off(c, so);

@@ -4,10 +4,14 @@
 // (estimate.hpp) costs it, so the estimate and the solve take the same path. docs/architecture.md
 // draws the flow.
 //
-// The default (`auto_slots`) runs the exact engines, cheapest first, within allowances of about
-// the 500-slot solve's estimate; where none finishes, that 500-slot solve, whose distance
-// from the exact optimum the same DP on sizes rounded down bounds. Whether exact or not, it is
-// never slower than the 500-slot schedule.
+// The default (`auto_slots`) is exact: a schedule is planned once per training run, so it runs the
+// exact engines, cheapest first, until one finishes, within tuning.hpp's `default_exact_seconds`
+// and `default_exact_bytes` (estimates at fixed rates on one thread: the same choice on every
+// machine). Only where none fits them does it return the 500-slot schedule, whose distance from
+// the exact optimum the same DP on sizes rounded down bounds; on a chain with options, the faster
+// of that and the default's schedule of the same chain without them (`first_options_only`), so
+// that options never make the default slower. Exact or not, it is never slower than the 500-slot
+// schedule.
 #pragma once
 
 #include <remat/chain.hpp>
@@ -36,6 +40,24 @@ struct overloaded : F... {
 template <class... F>
 overloaded(F...) -> overloaded<F...>;
 
+template <class Policy>
+constexpr typename Policy::result dispatch(Policy& policy, const dp_choice& d);
+
+// Where the default falls back on a chain with options: its step on the same chain without them
+// (`first_options_only`), which the fallback is weighed against; nullopt where the chain lists
+// none, or where that solve is refused.
+template <class Policy>
+std::optional<typename Policy::result> without_options(const Policy& policy, const dp_choice& d) {
+  const std::optional<chain> plain = first_options_only(policy.c);
+  if (!plain) return std::nullopt;
+  try {
+    Policy inner{*plain, policy.options};
+    return dispatch(inner, choose(*plain, d.request.budget, policy.options, d.request.which));
+  } catch (const solver_error&) {
+    return std::nullopt;
+  }
+}
+
 // The exact engines at the budget: the probe (its answer where it finished the frontier DP), then
 // each engine that fits what is left of the allowance and the table limit, cheapest first, until
 // one finishes; where none does, the fallback or the refusal.
@@ -45,11 +67,11 @@ typename Policy::result run_exact(Policy& policy, const dp_choice& d, const engi
   if (a.probe.complete) return policy.probed(d, e, a);
   for (const exact_candidate& x : a.candidates) {
     if (!affordable(e, a, x)) continue;
-    if (std::optional<typename Policy::result> r = policy.engine(d, e, x, left_for(e, a, x), a))
+    if (std::optional<typename Policy::result> r = policy.engine(d, e, x, left_for(e, a), a))
       return std::move(*r);
   }
   if (!e.fallback) return policy.refuse(d, e, a);
-  return policy.fallback(d, e, a);
+  return policy.fallback(d, e, a, without_options(policy, d));
 }
 
 // The step of `d`, visited once.
@@ -64,10 +86,12 @@ constexpr typename Policy::result dispatch(Policy& policy, const dp_choice& d) {
                         [&](constant_step) -> result { return policy.constant(d); },
                         [&](const whole_step& w) -> result {
                           if (std::optional<result> r = policy.whole(d, w)) return std::move(*r);
-                          // Refused by default: Rotor's DP, with its own least budget.
+                          // Past the default's limits: Rotor's DP, with its own least budget
+                          // (or the chain's schedule without its options, where faster).
                           const slotted_dp s = plan_slots(policy.c, d.request, d.fastest,
                                                           policy.options, rotor_slots);
-                          return policy.slots(d, s, solve_result::no_budget);
+                          return policy.faster(d, policy.slots(d, s, solve_result::no_budget),
+                                               without_options(policy, d));
                         },
                         [&](const engines_step& e) -> result { return run_exact(policy, d, e); },
                     },
