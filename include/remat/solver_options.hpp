@@ -185,14 +185,15 @@ struct solve_options {
   /// limits; N cuts the budget into N units and rounds every size up to whole units (Rotor's DP,
   /// with a table over the units). The other solvers always use the sizes as given.
   size_type slots = default_slots;
-  /// The DP solvers (`optimal`, `checkpoint-only`) refuse tables larger than this (bytes),
-  /// before allocating them; unset: half the physical memory (4 GiB where it cannot be read).
+  /// The DP solvers (`optimal`, `checkpoint-only`, `offload`) refuse tables larger than this
+  /// (bytes), before allocating them (`min-memory` then takes its least-peak DP instead); unset:
+  /// half the physical memory (4 GiB where it cannot be read).
   std::optional<std::size_t> max_table_bytes = std::nullopt;
   /// Threads filling the DP table (`optimal`, `checkpoint-only`); 0: one per hardware thread.
   /// The result does not depend on it.
   unsigned threads = 1;
-  /// The DP solvers (`optimal`, `checkpoint-only`, `min-memory`) estimate their time from the
-  /// chain's length, the slots and the budget before they start, and refuse with a
+  /// The DP solvers (`optimal`, `checkpoint-only`, `min-memory`, `offload`) estimate their time
+  /// from the chain's length, the slots and the budget before they start, and refuse with a
   /// `solver_error` (giving the estimate and what to change) a solve estimated to take longer
   /// than this. The estimate is pessimistic; infinity turns the check off.
   double max_estimated_seconds = 60;
