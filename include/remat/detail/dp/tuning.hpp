@@ -39,12 +39,12 @@ struct tuning_constants {
   // one finishes, within `default_exact_seconds` (at the estimates' rates, on one thread) and
   // tables of at most `default_exact_bytes`; only past them does it return the 500-slot schedule
   // with its bound. bench_solver_scaling, `default/*` (counters `exact`, `est_s`): the zoo's
-  // longest exact solve (ResNet-1001, 335 stages) takes about 2 s, so 10 s keeps every zoo chain
-  // exact with room for a slower machine, and a chain past it has frontiers or tables that grow
-  // faster than a training run would wait for.
+  // costliest exact solve (ResNet-1001, 335 stages) is estimated at up to 4.1 s and takes about
+  // 1 s, so 10 s keeps every zoo chain exact with room for a slower machine; `synthetic-200` and
+  // longer, whose sizes share no factor, are estimated past it and fall back.
   double default_exact_seconds = 10;
   // bench_solver_scaling, `default/*` (counter `est_bytes`): the zoo's largest exact tables are
-  // far below 1 GiB; 2 GiB leaves that room and fits beside training on a small machine.
+  // estimated at up to 0.6 GiB (ResNet-1001); 2 GiB leaves that room beside a training run.
   double default_exact_bytes = 2.0 * 1024 * 1024 * 1024;
   // How long the frontier DP runs before its projection is weighed against the other exact
   // engines' estimates, and how many times its lower bounds' DP the search is estimated to take
