@@ -120,10 +120,10 @@ struct spine_plan {
   size_type slots = exact_units;  // as asked for (the refusal names them)
   size_type unit = 1;
   model md;
-  size_type M = 0;                // the budget in units
-  std::vector<size_type> need;    // the least-memory DP in the unit (empty where M < x[0])
-  bool feasible = false;          // the budget reaches the spine's least budget in the unit
-  bool runs = false;              // a DP runs: the input alone fits M
+  size_type M = 0;              // the budget in units
+  std::vector<size_type> need;  // the least-memory DP in the unit (empty where M < x[0])
+  bool feasible = false;        // the budget reaches the spine's least budget in the unit
+  bool runs = false;            // a DP runs: the input alone fits M
   double seconds = 0;
   double bytes = 0;
 };
@@ -184,8 +184,7 @@ void for_spine_units(const chain& c, size_type budget, const solve_options& opti
   for (size_type slots = mode == dp_mode::automatic ? rotor_slots : options.slots;;
        slots *= tuning.offload_slot_growth) {
     const spine_plan p = plan_spine(c, budget, slots, options);
-    if (visit(p) || mode != dp_mode::automatic || p.unit == 1 ||
-        slots >= tuning.offload_max_slots)
+    if (visit(p) || mode != dp_mode::automatic || p.unit == 1 || slots >= tuning.offload_max_slots)
       return;
   }
 }

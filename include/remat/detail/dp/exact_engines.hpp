@@ -52,8 +52,7 @@ struct exact_attempt {
 
 // How long the frontier DP runs before the exact engines are weighed (it resumes from there).
 constexpr double probe_seconds_of(const engines_step& e) noexcept {
-  return std::min(tuning.frontier_probe_share * e.allowance,
-                  tuning.frontier_probe_seconds);
+  return std::min(tuning.frontier_probe_share * e.allowance, tuning.frontier_probe_seconds);
 }
 
 // The probe, and the engines' estimates at the budget: the frontier DP capped there, projected

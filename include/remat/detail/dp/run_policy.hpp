@@ -204,8 +204,8 @@ struct run_policy {
   std::optional<solve_result> whole(const dp_choice& d, const whole_step& w) const {
     try {
       const solve_options limits = w.fallback ? default_exact_limits(options) : options;
-      return whole_frontier_at(c, make_whole_frontier(c, limits, d.request.which),
-                               d.request.budget, d.request.which);
+      return whole_frontier_at(c, make_whole_frontier(c, limits, d.request.which), d.request.budget,
+                               d.request.which);
     } catch (const solver_error&) {
       if (!w.fallback) throw;
     }
