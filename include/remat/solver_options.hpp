@@ -181,9 +181,10 @@ struct solve_options {
   remat::solver solver = solver::optimal;
   /// Memory discretization for the DP solvers with a memory dimension (`optimal`,
   /// `checkpoint-only`): `auto_slots` (the default) is exact unless an exact engine is estimated
-  /// past about 10 s or 2 GiB, and there the 500-slot DP with a bound; `exact_units` is exact on the sizes as given, or refused past the
-  /// limits; N cuts the budget into N units and rounds every size up to whole units (Rotor's DP,
-  /// with a table over the units). The other solvers always use the sizes as given.
+  /// past about 10 s or 2 GiB, and there the 500-slot DP with a bound; `exact_units` is exact on
+  /// the sizes as given, or refused past the limits; N cuts the budget into N units and rounds
+  /// every size up to whole units (Rotor's DP, with a table over the units). The other solvers
+  /// always use the sizes as given.
   size_type slots = default_slots;
   /// The DP solvers (`optimal`, `checkpoint-only`, `offload`) refuse tables larger than this
   /// (bytes), before allocating them (`min-memory` then takes its least-peak DP instead); unset:
@@ -226,7 +227,7 @@ struct solve_result {
   /// The memory unit the solver worked in: 1 for exact sizes, else ceil(budget / slots).
   size_type unit = 1;
   /// With `solve_options::coarsen`: the number of blocks the solver ran on, or 0 when it ran on
-  /// the chain's own stages. The plan's ops are always on the chain's own stages.
+  /// the chain's own stages. The schedule's ops are always on the chain's own stages.
   std::size_t coarse_length = 0;
   /// With coarsening: the stages of the longest block.
   std::size_t largest_block = 0;

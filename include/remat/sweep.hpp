@@ -205,7 +205,7 @@ struct sweep_fn {
     if (options.solvers.empty()) throw_solver_error("a sweep needs at least one solver");
 
     sweep_result out;
-    const std::vector<op> all = store_all_ops(static_cast<std::int32_t>(c.length()));
+    const std::vector<op> all = detail::store_all_ops(static_cast<std::int32_t>(c.length()));
     const replay_result base = replay(c, all);
     out.store_all_makespan = base.makespan;
     out.store_all_memory = base.peak_memory;

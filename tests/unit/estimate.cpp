@@ -54,7 +54,7 @@ namespace {
 using remat::size_type;
 
 size_type store_all_peak(const remat::chain& c) {
-  return remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length())))
+  return remat::simulate(c, remat::detail::store_all_ops(static_cast<std::int32_t>(c.length())))
       .peak_memory;
 }
 
@@ -315,9 +315,8 @@ TEST_CASE("estimate_solve_at: offload's spine DP, its table and its refusal") {
   // The spine's table over the budget's own bytes is far larger than over 500 slots.
   CHECK(x.bytes > 100 * a.bytes);
   const auto between = static_cast<std::size_t>(10 * a.bytes);
-  const remat::solve_options exact_small{.solver = remat::solver::offload,
-                                         .slots = remat::exact_units,
-                                         .max_table_bytes = between};
+  const remat::solve_options exact_small{
+      .solver = remat::solver::offload, .slots = remat::exact_units, .max_table_bytes = between};
   const remat::solve_options automatic_small{.solver = remat::solver::offload,
                                              .max_table_bytes = between};
   CHECK_FALSE(remat::estimate_solve_at(c, budget, exact_small).within_limits);

@@ -251,7 +251,7 @@ gap_counts broad_gap_to_exhaustive(int stages, int chains, std::size_t states) {
     c.transfer = {std::ldexp(1.0, std::uniform_int_distribution<int>(-2, 2)(rng)),
                   std::ldexp(1.0, std::uniform_int_distribution<int>(-2, 2)(rng))};
     const size_type top =
-        remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length())))
+        remat::simulate(c, remat::detail::store_all_ops(static_cast<std::int32_t>(c.length())))
             .peak_memory;
     const size_type least = offload(c, top).min_feasible_budget;
     for (int k = 0; k < 4; ++k) {

@@ -60,7 +60,7 @@ std::int32_t length(const chain& c) {
 }
 
 replay_result store_all_replay(const chain& c) {
-  return remat::simulate(c, remat::store_all_ops(length(c)));
+  return remat::simulate(c, remat::detail::store_all_ops(length(c)));
 }
 
 // Five stages of size 1 (input included) whose stage 2 records a tape of 10; forward times
@@ -385,7 +385,7 @@ TEST_CASE("slots: too few to hold what every schedule needs at once") {
   for (size_type b : {size_type{4}, size_type{1000}, size_type{1} << 40}) {
     const solve_result r = remat::solve_optimal(c, b, {.slots = 1});
     REQUIRE(r.feasible);
-    CHECK(r.schedule.ops == remat::store_all_ops(1));
+    CHECK(r.schedule.ops == remat::detail::store_all_ops(1));
     CHECK(r.min_feasible_budget == 4);
   }
   // A chain whose store-all does not fit either: no budget at all with one slot.
@@ -420,7 +420,7 @@ TEST_CASE("slots: the unit and the budget in units follow docs/model.md") {
   // At 500 bytes store-all's own peak fits: it is returned though its rounded sizes do not fit.
   const solve_result at_peak = remat::solve_optimal(c, 500, {.slots = 7});
   REQUIRE(at_peak.feasible);
-  CHECK(at_peak.schedule.ops == remat::store_all_ops(2));
+  CHECK(at_peak.schedule.ops == remat::detail::store_all_ops(2));
 }
 
 // (d) docs/model.md's oracle for the DP without the tape branch: on the homogeneous chain (fw = 1,
@@ -456,7 +456,7 @@ TEST_CASE("the exact tape-branch check beats Rotor's where x[l+1] < x[i+1]") {
   c.stages = {{1, 1, 1, 3, 0, 0}, {1, 1, 2, 2, 4, 0}};
   const solve_result r = remat::solve_optimal(c, 10, exact);
   REQUIRE(r.feasible);
-  CHECK(r.schedule.ops == remat::store_all_ops(2));
+  CHECK(r.schedule.ops == remat::detail::store_all_ops(2));
   CHECK(r.schedule.makespan == 4);
   const replay_result sim = remat::simulate(c, r.schedule);
   CHECK(sim.fits(10));
@@ -774,7 +774,7 @@ TEST_CASE("one budget: store-all fits, or nothing does; the least budget either 
     CHECK(r.min_feasible_budget == 14);
     CHECK(r.exact);  // the least budget is exact, whether the budget reaches it or not
     CHECK(r == whole_curve_solve(c, b, remat::solver::optimal));
-    if (b >= 17) CHECK(r.schedule.ops == remat::store_all_ops(length(c)));
+    if (b >= 17) CHECK(r.schedule.ops == remat::detail::store_all_ops(length(c)));
   }
 }
 
@@ -946,8 +946,7 @@ TEST_CASE("property: the default's fallback with options is never slower than wi
         CHECK(r.schedule.ops == without.schedule.ops);
       }
       CHECK(r.schedule.makespan >= optimum.schedule.makespan);
-      CHECK(r.schedule.makespan <=
-            (1 + r.makespan_loss) * optimum.schedule.makespan * (1 + 1e-12));
+      CHECK(r.schedule.makespan <= (1 + r.makespan_loss) * optimum.schedule.makespan * (1 + 1e-12));
       const replay_result sim = remat::simulate(c, r.schedule.ops);
       CHECK(sim.valid());
       CHECK(sim.peak_memory <= b);
