@@ -14,8 +14,9 @@
 //    solve_graph.
 // 3. The wall time, on one core (the solver's default of one thread; run it under taskset -c 0),
 //    of linearize without and with options, of the slowest of the five solves of the chain with
-//    options by the default solver (exact where that is cheap, else Rotor's 500 slots with a
-//    bound: how many of the five were exact is printed), and of the node-level replay of that
+//    options by the default solver (exact unless estimated past about 10 s or 2 GiB, else
+//    Rotor's 500 slots with a bound: how many of the five were exact is printed), and of the
+//    node-level replay of that
 //    schedule: each the median of several runs.
 //
 // Run: taskset -c 0 bash benchmarks/run.sh graph_quality (results:

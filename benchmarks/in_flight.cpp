@@ -40,7 +40,7 @@ void in_flight(benchmark::State& state, const std::string& name, std::size_t K,
                std::int64_t percent) {
   const remat::chain c = remat::zoo::build(name).chain;
   const remat::replay_result all =
-      remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length())));
+      remat::simulate(c, remat::detail::store_all_ops(static_cast<std::int32_t>(c.length())));
   const size_type top = all.peak_memory + static_cast<size_type>(K - 1) * all.retained;
   const size_type least = remat::solve(c, 0, {.in_flight = K}).min_feasible_budget;
   const size_type budget = least + (top - least) / 100 * percent;

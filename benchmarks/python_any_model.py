@@ -199,8 +199,8 @@ def run_model(name, a):
         loss(m(x)).backward()
         facts[f"Checkpointed, {label}"] = dict(
             budget=b, as_predicted=bool(m.as_predicted), within=bool(m.within_budget),
-            recomputed=len(m.plan.ops) - (2 * len(m.chain) + 1), schedule_peak=m.measured_peak,
-            options=sum(1 for o in m.plan.ops if o.kind == "F_all" and o.option))
+            recomputed=len(m.schedule.ops) - (2 * len(m.chain) + 1), schedule_peak=m.measured_peak,
+            options=sum(1 for o in m.schedule.ops if o.kind == "F_all" and o.option))
     return dict(model=name, blocks=len(m.split.blocks) if m.split else len(m.stages),
                 cut_points=m.split.cut_points if m.split else None, store_all=store_all,
                 least=least, setup_s=setup_s, plain=best["plain autograd"], best=best,

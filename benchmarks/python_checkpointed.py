@@ -138,11 +138,11 @@ def main():
     # checkpoint_sequential's memory does not depend on the budget: every segment count once.
     configs = [("plain", lambda: loss(seq(x)).backward(), None)]
     configs += [(n, sequential_step(n), None) for n in range(1, len(stages) + 1)]
-    plans = {}
+    schedules = {}
     for b in budgets:
         m.budget = b
-        plans[b] = m.plan
-        if m.plan.feasible:
+        schedules[b] = m.schedule
+        if m.schedule.feasible:
             configs.append((("remat", b), remat_step(b), lambda: m.total_peak))
     best = measure_all(configs, x, a.steps)
     plain = best["plain"]
@@ -155,11 +155,11 @@ def main():
     for budget in budgets:
         fits = [(ms, n, peak) for n, (peak, ms) in by_segments.items() if peak <= budget]
         ms_seq, n_seq, peak_seq = min(fits) if fits else (None, None, None)
-        plan = plans[budget]
-        if plan.feasible:
+        schedule = schedules[budget]
+        if schedule.feasible:
             peak_remat, ms_remat = best[("remat", budget)]
-            schedule_peak = plan.peak_memory
-            recomputations = len(plan.ops) - (2 * len(stages) + 1)
+            schedule_peak = schedule.peak_memory
+            recomputations = len(schedule.ops) - (2 * len(stages) + 1)
         else:
             peak_remat = ms_remat = schedule_peak = recomputations = None
         mib = lambda v: "-" if v is None else f"{v / 2**20:.1f}"

@@ -103,7 +103,7 @@ def run_model(name, a):
             runs[(label, b)] = dict(budget=b, peak=peak, ms=ms, kept=bool(m.within_budget),
                                     as_predicted=bool(m.as_predicted),
                                     plainly=bool(m.plain_peak is not None and b >= m.plain_peak),
-                                    recomputations=len(m.plan.ops) - (2 * len(m.chain) + 1))
+                                    recomputations=len(m.schedule.ops) - (2 * len(m.chain) + 1))
     rows = []
     for tool, _, _ in tools:
         peak, _, ms = best[tool]

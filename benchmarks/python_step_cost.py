@@ -54,7 +54,7 @@ def child(a):
     else:
         import remat.torch
         model = remat.torch.Checkpointed(stages, x, budget=1 << 62, loss=loss)
-        store_all = len(model.plan.ops) == 2 * len(stages) + 1
+        store_all = len(model.schedule.ops) == 2 * len(stages) + 1
         assert store_all, "the budget should let the schedule store everything"
     params = list(model.parameters())
     steps = []

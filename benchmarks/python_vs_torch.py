@@ -194,7 +194,7 @@ def run_model(name, a):
         loss(m(x)).backward()
         peak, saved, ms = best[("remat", budget)]
         remat_rows[budget] = dict(budget=budget, peak=peak, saved=saved, ms=ms,
-                                  recomputations=len(m.plan.ops) - (2 * len(stages) + 1),
+                                  recomputations=len(m.schedule.ops) - (2 * len(stages) + 1),
                                   kept=bool(m.within_budget),
                                   as_predicted=bool(m.as_predicted))
     rows = []

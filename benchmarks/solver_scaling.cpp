@@ -6,12 +6,13 @@
 // twice that), and the networks of the zoo. Budgets are shares of store-all's peak.
 //
 // * `default/<chain>/<percent>`: the default solve (`auto_slots`) as `remat-solve --budget` runs
-// it,
-//   set against the 500-slot solve of the same budget, timed in the same process before it
+//   it, set against the 500-slot solve of the same budget, timed in the same process before it
 //   (counters `slots500_ms`, the best of three; `time_ratio`, default over 500 slots;
 //   `makespan_ratio`, the default's makespan over the 500-slot one's, never above 1; `exact`, 1
 //   where the default's result is the exact optimum; `makespan_loss` and `memory_loss`, its
-//   bounds, where it is not).
+//   bounds, where it is not; `est_s` and `est_bytes`, what `estimate_solve_at` said it would
+//   spend, which the default's limits, tuning.hpp `default_exact_seconds` and
+//   `default_exact_bytes`, are set above).
 // * `exact/<chain>/<percent>`: the forced exact solve (`--slots exact`, no time limit).
 // * `curve/<chain>`: the whole exact trade-off curve (`remat::trade_off`), with `est_s`, the
 //   estimate `remat::estimate_solve` made before it.
@@ -106,6 +107,9 @@ void default_solve(benchmark::State& state, const std::string& name, std::int64_
   state.counters["exact"] = r.exact ? 1 : 0;
   state.counters["memory_loss"] = r.memory_loss;
   state.counters["makespan_loss"] = r.makespan_loss;
+  const remat::solve_estimate e = remat::estimate_solve_at(c, budget, automatic);
+  state.counters["est_s"] = e.seconds;
+  state.counters["est_bytes"] = e.bytes;
 }
 
 // The offload solve (PCIe 5.0 x16: 47 and 55 GB/s, as bytes per ms, the zoo's units) beside the

@@ -10,7 +10,7 @@
 namespace bench {
 
 inline remat::size_type store_all_peak(const remat::chain& c) {
-  return remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length())))
+  return remat::simulate(c, remat::detail::store_all_ops(static_cast<std::int32_t>(c.length())))
       .peak_memory;
 }
 

@@ -44,11 +44,11 @@ def main():
     store_all = remat.solve(m.chain, 1 << 62, solver="store-all")
     least = m.least_budget
     m.budget = max(least, int(m.store_all_peak * a.share))
-    plan = m.plan
+    schedule = m.schedule
     print(f"{len(m.chain)} stages; store-all {m.store_all_peak / 2**20:.1f} MiB, "
           f"{store_all.makespan:.1f} ms; least {least / 2**20:.1f} MiB")
-    print(f"budget {m.budget / 2**20:.1f} MiB: {plan.makespan:.1f} ms predicted, "
-          f"{len(plan.ops) - (2 * len(m.chain) + 1)} recomputations")
+    print(f"budget {m.budget / 2**20:.1f} MiB: {schedule.makespan:.1f} ms predicted, "
+          f"{len(schedule.ops) - (2 * len(m.chain) + 1)} recomputations")
 
     opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
 

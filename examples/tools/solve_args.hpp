@@ -94,8 +94,9 @@ inline std::string usage_text() {
   text += solvers + "\n";
   text +=
       "  --slots auto|exact|N\n"
-      "                   'auto' (the default): the exact optimum where that is cheap, else\n"
-      "                   the 500-slot schedule and how far from exact it can be; 'exact':\n"
+      "                   'auto' (the default): the exact optimum unless that is estimated\n"
+      "                   past about 10 s or 2 GiB, and there the 500-slot schedule and how\n"
+      "                   far from exact it can be; 'exact':\n"
       "                   the exact optimum on the sizes as given, or a refusal past the\n"
       "                   limits; N: cut the budget into N slots, sizes rounded up (Rotor's DP)\n";
   text +=

@@ -61,7 +61,7 @@ inline solve_report compute_report(const io::chain_file& file, const solve_reque
                              .in_flight = req.in_flight});
   if (rep.result.feasible) rep.replayed = simulate(file.chain, rep.result.schedule);
   const auto L = static_cast<std::int32_t>(file.chain.length());
-  const std::vector<op> all = store_all_ops(L);
+  const std::vector<op> all = remat::detail::store_all_ops(L);
   rep.store_all = simulate(file.chain, std::span<const op>(all));
   return rep;
 }
@@ -565,7 +565,7 @@ inline size_type stage_requirement(const chain& c, std::size_t k) {
   chain alone;
   alone.input_size = k == 0 ? c.input_size : c.stages[k - 1].output_size;
   alone.stages = {c.stages[k]};
-  std::vector<op> ops = store_all_ops(1);
+  std::vector<op> ops = remat::detail::store_all_ops(1);
   size_type least = 0;
   for (std::size_t o = 0; o < option_count(c.stages[k]); ++o) {
     ops.front().option = static_cast<std::uint16_t>(o);
@@ -580,7 +580,7 @@ inline info_report compute_info(const io::chain_file& file, const solve_request&
   rep.file = &file;
   rep.slots = req.slots;
   const chain& c = file.chain;
-  const std::vector<op> all = store_all_ops(static_cast<std::int32_t>(c.length()));
+  const std::vector<op> all = remat::detail::store_all_ops(static_cast<std::int32_t>(c.length()));
   rep.store_all = simulate(c, std::span<const op>(all));
   // The least budget does not depend on the budget asked for; 0 builds no table.
   rep.min_budget = solve_optimal(c, 0, {.slots = req.slots}).min_feasible_budget;

@@ -23,10 +23,13 @@
 #include <remat/detail/dp/platform.hpp>
 #include <remat/detail/dp/tuning.hpp>
 #include <remat/solver_options.hpp>
+#include <remat/solvers/offload.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <variant>
+#include <vector>
 
 namespace remat {
 
@@ -101,8 +104,9 @@ struct cost_policy {
   // The whole frontier, probed and projected; nullopt where it passes the limits and the step
   // falls back (the probe's cost is kept in `so_far`).
   std::optional<solve_estimate> whole(const dp_choice& d, const whole_step& w) {
-    const solve_estimate e =
-        probe_whole_frontier(d.md, d.request.branches, options, whole_probe_seconds);
+    const solve_estimate e = probe_whole_frontier(
+        d.md, d.request.branches, w.fallback ? default_exact_limits(options) : options,
+        whole_probe_seconds);
     if (e.within_limits || !w.fallback) return e;
     so_far = e;
     return std::nullopt;
@@ -136,24 +140,131 @@ struct cost_policy {
     return out;
   }
 
+  // The default's solve of the chain without its options, where it falls back on one with them.
+  solve_estimate faster(const dp_choice&, solve_estimate own,
+                        const std::optional<solve_estimate>& plain) const {
+    if (plain) {
+      own.seconds += plain->seconds;
+      own.bytes = std::max(own.bytes, plain->bytes);
+    }
+    return own;
+  }
+
   // The probe (no engine fitted what it left: none is tried), then the 500-slot DP and its bound's
-  // DP, which rounds to fewer memories.
-  solve_estimate fallback(const dp_choice& d, const engines_step&, const exact_attempt& a) const {
+  // DP, which rounds to fewer memories, and the chain's solve without its options.
+  solve_estimate fallback(const dp_choice& d, const engines_step&, const exact_attempt& a,
+                          const std::optional<solve_estimate>& plain) const {
     solve_estimate out = least_memory(d);
     out.runs_dp = true;
     out.exact = false;
     const double bound_share = static_cast<double>(tuning.auto_bound_slots) / rotor_slots;
     out.seconds += a.spent + (1 + bound_share) * d.slotted->dense_seconds;
     out.bytes = std::max(out.bytes, d.slotted->dense_bytes);
-    return out;
+    return faster(d, out, plain);
   }
 };
+
+// `which` (`optimal`, `checkpoint-only`, `min-memory`'s exact solves) at `budget`: its dispatch,
+// costed. Refused before any engine (the least-memory DP alone past the limits): outside them.
+inline solve_estimate estimate_persistent(const chain& c, size_type budget,
+                                          const solve_options& options, solver which) {
+  try {
+    cost_policy policy{c, options};
+    return dispatch(policy, choose(c, budget, options, which));
+  } catch (const solver_error&) {
+    solve_estimate out;
+    out.seconds = need_dp_seconds(c, need_dp_runs(c, options.slots));
+    out.bytes = need_dp_bytes(static_cast<std::int32_t>(c.length()));
+    out.exact = false;
+    out.within_limits = false;
+    return out;
+  }
+}
+
+// `min-memory` at `budget` (solvers/min_memory.hpp): its exact solve at budget 0 (the least-memory
+// DP, which gives the least budget), then its exact solve at that least budget, each costed as
+// its dispatch; where either passes the limits, the least-peak DP it falls back on, refused only
+// past `max_estimated_seconds`.
+inline solve_estimate estimate_min_memory(const chain& c, size_type budget,
+                                          const solve_options& options) {
+  solve_options exact = options;
+  exact.slots = exact_units;
+  const auto L = static_cast<std::int32_t>(c.length());
+  double spent = 0;
+  try {
+    const dp_choice first = choose(c, 0, exact, solver::min_memory);
+    cost_policy policy{c, exact};
+    solve_estimate out = dispatch(policy, first);
+    spent = out.seconds;
+    if (out.within_limits) {
+      // (Where the sums round, the whole frontier gives the least budget as it runs, and the
+      // second solve runs it again.)
+      const bool whole = std::holds_alternative<whole_step>(first.step);
+      const size_type least = first.min_feasible_budget;
+      if (!whole && (least == solve_result::no_budget || budget < least)) {
+        out.exact = false;  // nothing fits: no second solve
+        return out;
+      }
+      solve_estimate second =
+          whole ? out : estimate_persistent(c, least, exact, solver::min_memory);
+      if (second.within_limits) {
+        second.seconds += out.seconds;
+        second.bytes = std::max(second.bytes, out.bytes);
+        return second;
+      }
+      spent += need_dp_seconds(c, 1);  // the second solve's least-memory DP, before it refuses
+    }
+  } catch (const solver_error&) {
+  }
+  solve_estimate out;
+  const double least_peak = need_dp_pairs(L) / tuning.exact_need_pairs_per_second;
+  out.seconds = spent + least_peak;
+  out.bytes = need_dp_bytes(L);
+  out.exact = false;
+  out.within_limits = !(least_peak > options.max_estimated_seconds);
+  return out;
+}
+
+// `offload` at `budget` (solvers/offload.hpp): `optimal`'s solve (the recompute-only schedule it
+// starts from); with a link, the spine's least budget (a least-memory DP) and the baselines, and
+// where `offload_runs_spine`, the spine DP in each unit `for_spine_units` tries, as `spine_plan`
+// costs it: until the budget reaches the spine's least budget in one, or one passes the limits,
+// which the solve refuses.
+inline solve_estimate estimate_offload(const chain& c, size_type budget,
+                                       const solve_options& options) {
+  solve_options recompute = options;
+  recompute.solver = solver::optimal;
+  solve_estimate out = estimate_persistent(c, budget, recompute, solver::optimal);
+  if (!c.transfer.available() || !out.within_limits) return out;
+  out.exact = false;
+  out.seconds += need_dp_seconds(c, 1);
+  size_type floor = spine_least_budget(c);
+  for (const solve_result& r : offload_baselines_at(c, budget))
+    floor = lesser_budget(floor, r.min_feasible_budget);
+  if (!offload_runs_spine(c, budget, floor)) return out;
+  const auto byte_limit =
+      static_cast<double>(options.max_table_bytes.value_or(default_table_limit()));
+  for_spine_units(c, budget, options, [&](const spine_plan& p) {
+    if (!p.runs) return false;
+    out.runs_dp = true;
+    out.seconds += p.seconds;
+    out.bytes = std::max(out.bytes, p.bytes);
+    if (p.bytes > byte_limit || p.seconds > options.max_estimated_seconds) {
+      out.within_limits = false;  // refused there
+      return true;
+    }
+    out.exact = p.feasible && p.unit == 1;
+    return p.feasible;
+  });
+  return out;
+}
 
 struct estimate_solve_fn {
   /// The cost of the exact solve (`slots = exact_units`) of `options.solver` on `chain`, every
   /// budget at once: for `optimal` and `checkpoint-only`, the frontier DP run for at most
   /// `probe_seconds` and the rest projected from the diagonals done, at a fixed rate per work
-  /// unit; for `min-memory`, its least-memory DP; 0 for the solvers that never refuse a chain.
+  /// unit; for `min-memory`, its least-memory DP; 0 for the solvers without a DP over memory, and
+  /// for `offload`, whose DP is over one budget's units (`estimate_solve_at`).
   template <chain_like C>
   solve_estimate operator()(const C& chain_in, const solve_options& options = {},
                             double probe_seconds = 0.05) const {
@@ -175,27 +286,22 @@ struct estimate_solve_fn {
 };
 
 struct estimate_solve_at_fn {
-  /// The cost of `solve(chain, budget, options)`: its dispatch, costed (its least-memory DP runs
-  /// here, O(L^3), and its frontier DP is probed as the solve probes it). The solvers without a
-  /// curve: as `estimate_solve`.
+  /// The cost of `solve(chain, budget, options)` as given (not coarsened): its dispatch, costed
+  /// (its least-memory DPs run here, O(L^3), and its frontier DP is probed as the solve probes
+  /// it); `min-memory`'s two exact solves or its fallback; `offload`'s recompute-only solve and
+  /// its spine DP in the units it would run in. The solvers without a DP over memory: nothing.
   template <chain_like C>
   solve_estimate operator()(const C& chain_in, size_type budget,
                             const solve_options& options = {}) const {
     if (budget < 0) throw_solver_error("the budget must be >= 0");
     const chain c = to_chain(chain_in);
-    if (!info(options.solver).has_curve()) return estimate_solve_fn{}(c, options);
-    try {
-      cost_policy policy{c, options};
-      return dispatch(policy, choose(c, budget, options, options.solver));
-    } catch (const solver_error&) {
-      // Refused before any engine: the least-memory DP alone passes the limits.
-      solve_estimate out;
-      out.seconds = need_dp_seconds(c, need_dp_runs(c, options.slots));
-      out.bytes = need_dp_bytes(static_cast<std::int32_t>(c.length()));
-      out.exact = false;
-      out.within_limits = false;
-      return out;
+    switch (info(options.solver).dp) {
+      case solver_dp::persistent: return estimate_persistent(c, budget, options, options.solver);
+      case solver_dp::least_memory: return estimate_min_memory(c, budget, options);
+      case solver_dp::offload: return estimate_offload(c, budget, options);
+      case solver_dp::none: break;
     }
+    return {};
   }
 };
 }  // namespace detail

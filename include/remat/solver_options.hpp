@@ -164,10 +164,11 @@ inline constexpr std::size_t auto_coarsening = static_cast<std::size_t>(-1);
 /// rescaling), within the limits or refused.
 inline constexpr size_type exact_units = 0;
 
-/// `slots` value meaning: exact where that is cheap, and bounded where it is not: the exact
-/// optimum where an exact engine finishes within about the time of the 500-slot solve, and the
-/// 500-slot schedule (never slower than it) with a bound of its distance from the exact optimum
-/// elsewhere (`solve_result::exact`, `memory_loss`, `makespan_loss`).
+/// `slots` value meaning: exact unless that is expensive: the exact optimum wherever an exact
+/// engine is estimated within about 10 s and 2 GiB (and the limits), and past that the 500-slot
+/// schedule (never slower than it, nor than the default's schedule of the same chain without its
+/// options) with a bound of its distance from the exact optimum (`solve_result::exact`,
+/// `memory_loss`, `makespan_loss`).
 inline constexpr size_type auto_slots = -1;
 
 /// Slots used when none are given.
@@ -179,19 +180,21 @@ inline constexpr size_type rotor_slots = 500;
 struct solve_options {
   remat::solver solver = solver::optimal;
   /// Memory discretization for the DP solvers with a memory dimension (`optimal`,
-  /// `checkpoint-only`): `auto_slots` (the default) is exact where that is cheap and the 500-slot
-  /// DP with a bound elsewhere; `exact_units` is exact on the sizes as given, or refused past the
-  /// limits; N cuts the budget into N units and rounds every size up to whole units (Rotor's DP,
-  /// with a table over the units). The other solvers always use the sizes as given.
+  /// `checkpoint-only`): `auto_slots` (the default) is exact unless an exact engine is estimated
+  /// past about 10 s or 2 GiB, and there the 500-slot DP with a bound; `exact_units` is exact on
+  /// the sizes as given, or refused past the limits; N cuts the budget into N units and rounds
+  /// every size up to whole units (Rotor's DP, with a table over the units). The other solvers
+  /// always use the sizes as given.
   size_type slots = default_slots;
-  /// The DP solvers (`optimal`, `checkpoint-only`) refuse tables larger than this (bytes),
-  /// before allocating them; unset: half the physical memory (4 GiB where it cannot be read).
+  /// The DP solvers (`optimal`, `checkpoint-only`, `offload`) refuse tables larger than this
+  /// (bytes), before allocating them (`min-memory` then takes its least-peak DP instead); unset:
+  /// half the physical memory (4 GiB where it cannot be read).
   std::optional<std::size_t> max_table_bytes = std::nullopt;
   /// Threads filling the DP table (`optimal`, `checkpoint-only`); 0: one per hardware thread.
   /// The result does not depend on it.
   unsigned threads = 1;
-  /// The DP solvers (`optimal`, `checkpoint-only`, `min-memory`) estimate their time from the
-  /// chain's length, the slots and the budget before they start, and refuse with a
+  /// The DP solvers (`optimal`, `checkpoint-only`, `min-memory`, `offload`) estimate their time
+  /// from the chain's length, the slots and the budget before they start, and refuse with a
   /// `solver_error` (giving the estimate and what to change) a solve estimated to take longer
   /// than this. The estimate is pessimistic; infinity turns the check off.
   double max_estimated_seconds = 60;
@@ -231,7 +234,7 @@ struct solve_result {
   /// The memory unit the solver worked in: 1 for exact sizes, else ceil(budget / slots).
   size_type unit = 1;
   /// With `solve_options::coarsen`: the number of blocks the solver ran on, or 0 when it ran on
-  /// the chain's own stages. The plan's ops are always on the chain's own stages.
+  /// the chain's own stages. The schedule's ops are always on the chain's own stages.
   std::size_t coarse_length = 0;
   /// The schedule's memory held right before the loss op (its transient excluded): with
   /// `solve_options::in_flight` = K, peak + (K - 1) * retained <= budget.

@@ -26,6 +26,7 @@
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
 #include <remat/detail/dp/dispatch.hpp>
+#include <remat/estimate.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
 #include <remat/solve.hpp>
@@ -109,7 +110,8 @@ inline std::vector<size_type> even_budgets(size_type lo, size_type hi, std::size
 
 // The options of the DP solvers in a sweep, and those of its whole frontiers: forced exact
 // (refused past the limits), or by default within about what solving the budgets one by one may
-// take (`points` solves of the choice at half of store-all's peak).
+// take (`points` times the estimate of the default solve at half of store-all's peak, each at
+// least the frontier probe that solve starts with).
 inline solve_options sweep_solve_options(const sweep_options& options) {
   return {.solver = solver::optimal,
           .slots = options.slots,
@@ -123,10 +125,10 @@ inline solve_options whole_frontier_options(const chain& c, const sweep_options&
                                             size_type store_all_memory) {
   solve_options whole = sweep_solve_options(options);
   if (options.slots == auto_slots) {
-    const dp_choice mid = choose(c, store_all_memory / 2, whole, solver::optimal);
+    const solve_estimate mid = estimate_solve_at(c, store_all_memory / 2, whole);
+    const double each = std::max(mid.seconds, tuning.frontier_probe_seconds);
     whole.max_estimated_seconds =
-        std::min(options.max_estimated_seconds,
-                 static_cast<double>(options.points) * default_seconds(mid, whole));
+        std::min(options.max_estimated_seconds, static_cast<double>(options.points) * each);
   }
   return whole;
 }
@@ -210,7 +212,7 @@ struct sweep_fn {
     if (options.solvers.empty()) throw_solver_error("a sweep needs at least one solver");
 
     sweep_result out;
-    const std::vector<op> all = store_all_ops(static_cast<std::int32_t>(c.length()));
+    const std::vector<op> all = detail::store_all_ops(static_cast<std::int32_t>(c.length()));
     const replay_result base = replay(c, all);
     out.store_all_makespan = base.makespan;
     out.store_all_memory = base.peak_memory;

@@ -983,7 +983,7 @@ def _share(text):
 # --- running a schedule ----------------------------------------------------------------------------
 
 class _Schedule:
-    """A plan as the steps run it, worked out once per input shape and budget (a SolveResult's
+    """A schedule as the steps run it, worked out once per input shape and budget (a SolveResult's
     `ops` makes a new list of new Op objects at each access): the ops as (kind, stage) pairs,
     where the loss is, what each op should allocate, and what the model holds after the loss."""
 
@@ -1148,7 +1148,7 @@ class _Run(torch.autograd.Function):
 @dataclass
 class _Entry:
     profile: Profile
-    plans: dict = field(default_factory=dict)  # (budget, solver, slots) -> _Schedule
+    schedules: dict = field(default_factory=dict)  # (budget, solver, slots, plainly, K) -> _Schedule
     autocast: tuple = _NO_AUTOCAST  # the state the stages were profiled and run under
     alternatives: list = None  # per stage, options 1, 2, ... as checked under that state
     store_all_result: object = None  # the store-all schedule's SolveResult
@@ -1211,13 +1211,13 @@ class Checkpointed(torch.nn.Module):
     its graph, and so does `Checkpointed(torch.compile(model))` (torch.compile's default
     options). `in_flight=K` solves for K micro-batches in flight, as on a pipeline stage
     (docs/pipelines.md): the schedule keeps its peak plus K - 1 times what it holds between its
-    forward and its backward (`plan.retained`) within the budget, and "least", "least+N%" and
+    forward and its backward (`schedule.retained`) within the budget, and "least", "least+N%" and
     "N%" are in those terms (`micro_batches_in_flight` gives each stage's K); the model then runs
     no plain step.
 
     `m(x)` in training mode with gradients enabled runs the schedule's forward part and returns
     what the model returns; its backward (`loss(y).backward()`) runs the rest. Otherwise (eval
-    mode or no_grad) the model simply runs. After a step: `plan`, `expected_peak`,
+    mode or no_grad) the model simply runs. After a step: `schedule`, `expected_peak`,
     `measured_peak`, `expected_op_peaks`, `op_peaks`, `within_budget`, `as_predicted`,
     `outside_schedule`, `total_peak`, `step_peak`, and `report()`; at any time `budget_bytes`,
     `least_budget`, `store_all_peak` and `loss_reserve`.
@@ -1306,7 +1306,7 @@ class Checkpointed(torch.nn.Module):
         self._probe = torch.empty(0, requires_grad=True)
         self.last = None
         compiled = self._compile_options is not None
-        self._plan_for(x, compiled)
+        self._schedule_for(x, compiled)
         self._last_key = self._key(x, compiled)
 
     # -- traced models: arguments and output --
@@ -1374,7 +1374,7 @@ class Checkpointed(torch.nn.Module):
                 "recompute it whole, so budgets below its size are infeasible (the graph has "
                 f"{self.split.cut_points} cut points)", FewCutsWarning, stacklevel=3)
 
-    # -- profiles and plans --
+    # -- profiles and schedules --
 
     def _discover(self, sample):
         if self._state is not None:
@@ -1406,7 +1406,7 @@ class Checkpointed(torch.nn.Module):
             self._alternatives_by_state[state] = kept
         return kept
 
-    def _plan_for(self, x, compiled=False):
+    def _schedule_for(self, x, compiled=False):
         self._discover(x)
         key = self._key(x, compiled)
         entry = self._shapes.get(key)
@@ -1427,7 +1427,7 @@ class Checkpointed(torch.nn.Module):
             entry = _Entry(profiled, autocast=state, alternatives=alternatives, plain_peak=plain,
                            stages=stages)
             self._shapes[key] = entry
-        return entry, self._plan_for_key(entry)
+        return entry, self._schedule_for_key(entry)
 
     @property
     def chain(self):
@@ -1435,13 +1435,21 @@ class Checkpointed(torch.nn.Module):
         return self._current[0].profile.chain
 
     @property
-    def plan(self):
-        """The SolveResult for the budget at the last input shape."""
+    def schedule(self):
+        """The SolveResult the steps run at the last input shape and the budget: its `ops`,
+        `makespan`, `budget` (the schedule's share of the step's budget), `feasible`."""
         return self._current[1].result
 
     @property
+    def plan(self):
+        """Deprecated alias of `schedule`, kept for one release."""
+        warnings.warn("Checkpointed.plan is deprecated: use Checkpointed.schedule (the same "
+                      "SolveResult)", DeprecationWarning, stacklevel=2)
+        return self.schedule
+
+    @property
     def expected_peak(self):
-        """What the plan should allocate at most, by the profile (the model's peak, or below it
+        """What the schedule should allocate at most, by the profile (the model's peak, or below it
         by a backward's slack)."""
         entry, schedule = self._current
         if not schedule.result.feasible:
@@ -1451,7 +1459,7 @@ class Checkpointed(torch.nn.Module):
     @property
     def _current(self):
         entry = self._shapes[self._last_key]
-        return entry, self._plan_for_key(entry)
+        return entry, self._schedule_for_key(entry)
 
     @property
     def budget_bytes(self):
@@ -1500,23 +1508,23 @@ class Checkpointed(torch.nn.Module):
         return _budget_bytes(self.budget, lambda: entry.store_all(K) + reserve,
                              lambda: entry.least(self.solver, self.slots, K) + reserve)
 
-    def _plan_for_key(self, entry):
+    def _schedule_for_key(self, entry):
         budget = self._budget_of(entry)
         k = (budget, self.solver, self.slots, self.run_plainly, self.in_flight)
-        if k not in entry.plans:
+        if k not in entry.schedules:
             reserve = self._reserve(entry)
             # (Plain autograd's step is measured for one micro-batch; with several in flight the
             # schedules, store-all among them, are judged with what the others hold.)
             if (self.run_plainly and self.in_flight == 1 and entry.plain_peak is not None
                     and budget >= entry.plain_peak):
                 result = solve(entry.profile.chain, 1 << 62, solver="store-all")
-                entry.plans[k] = _Schedule(entry.profile, result, budget, reserve,
-                                           entry.plain_peak)
+                entry.schedules[k] = _Schedule(entry.profile, result, budget, reserve,
+                                               entry.plain_peak)
             else:
                 result = solve(entry.profile.chain, max(0, budget - reserve), solver=self.solver,
                                slots=self.slots, in_flight=self.in_flight)
-                entry.plans[k] = _Schedule(entry.profile, result, budget, reserve)
-        return entry.plans[k]
+                entry.schedules[k] = _Schedule(entry.profile, result, budget, reserve)
+        return entry.schedules[k]
 
     # -- running --
 
@@ -1543,18 +1551,18 @@ class Checkpointed(torch.nn.Module):
             # parameters' gradient accumulators must not measure this one.
             self._plain_watch.unwatch()
             self._plain_watch = None
-        entry, schedule = self._plan_for(x, compiled)
+        entry, schedule = self._schedule_for(x, compiled)
         self._last_key = self._key(x, compiled)
-        plan = schedule.result
-        if not (plan.feasible or schedule.plain):
-            least = plan.min_feasible_budget
+        result = schedule.result
+        if not (result.feasible or schedule.plain):
+            least = result.min_feasible_budget
             if least is not None and 0 <= least < 1 << 62:
                 least += schedule.reserve
             kept = (f" ({schedule.reserve} of them kept for the loss's side of the step)"
                     if schedule.reserve else "")
             raise BudgetError(
                 f"no schedule fits {schedule.budget} bytes{kept} at input {tuple(x.shape)} "
-                f"({plan.solver}); the least is {least} bytes (sizes are measured on this "
+                f"({result.solver}); the least is {least} bytes (sizes are measured on this "
                 "machine; budget='least+N%' names a feasible budget on any)", least)
         self.last = None
         if schedule.plain:
@@ -1844,13 +1852,13 @@ class Checkpointed(torch.nn.Module):
             else:
                 row += "  " + type(self._stage_modules[k]).__name__
             lines.append(row)
-        plan = schedule.result
+        result = schedule.result
         lines.append(f"budget {self.budget!r} = {schedule.budget} bytes; store-all peak "
-                     f"{self.store_all_peak} bytes; solver {plan.solver}")
+                     f"{self.store_all_peak} bytes; solver {result.solver}")
         if schedule.reserve:
             lines.append(f"the budget bounds the whole step: {schedule.reserve} bytes kept for "
                          "the loss's side of the backward (its scalar, the gradients autograd "
-                         f"holds), {plan.budget} for the schedule")
+                         f"holds), {result.budget} for the schedule")
         else:
             lines.append("the budget bounds the schedule; the loss's side of the backward is "
                          "beside it (pass loss= to bound the whole step)")
@@ -1860,14 +1868,14 @@ class Checkpointed(torch.nn.Module):
             lines.append(f"predicted peak {self.expected_peak} bytes")
             ran = self._measured_line(schedule)
             lines.append(ran or "measured peak: no step at this shape and budget yet")
-        elif not plan.feasible:
-            lines.append(f"no schedule fits; the least budget is {plan.min_feasible_budget} "
+        elif not result.feasible:
+            lines.append(f"no schedule fits; the least budget is {result.min_feasible_budget} "
                          "bytes")
         else:
             recomputed = [k for k, r in enumerate(schedule.recomputed) if r]
-            lines.append(f"schedule: {len(plan.ops)} ops, predicted {plan.makespan:.3f} ms, "
+            lines.append(f"schedule: {len(result.ops)} ops, predicted {result.makespan:.3f} ms, "
                          f"blocks recomputed: {recomputed if recomputed else 'none'}")
-            lines.append("  " + " ".join(str(o) for o in plan.ops))
+            lines.append("  " + " ".join(str(o) for o in result.ops))
             lines.append(f"predicted peak {self.expected_peak} bytes")
             ran = self._measured_line(schedule)
             if ran:

@@ -76,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (in.pick(2) == 1)
     c.transfer = {static_cast<double>(1 + in.pick(64)) / 8, static_cast<double>(1 + in.pick(64)) / 8};
   const auto L = static_cast<std::int32_t>(c.length());
-  const std::vector<remat::op> all = remat::store_all_ops(L);
+  const std::vector<remat::op> all = remat::detail::store_all_ops(L);
   const size_type store_all_peak = remat::simulate(c, std::span<const remat::op>(all)).peak_memory;
 
   static constexpr size_type slot_choices[] = {remat::exact_units, 1, 2, 3, 10, 500};

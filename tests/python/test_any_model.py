@@ -61,7 +61,7 @@ def step_and_compare(test, m, model, args, loss, budget):
     test.assertEqual(m.measured_peak, m.expected_peak)
     test.assertLessEqual(m.measured_peak, m.budget_bytes)
     test.assertTrue(m.within_budget)
-    recomputations = len(m.plan.ops) - (2 * len(m.chain) + 1)
+    recomputations = len(m.schedule.ops) - (2 * len(m.chain) + 1)
     # A second step, with the gradients defined (new ones are outside the budget), measured
     # whole by the allocator: within the budget where the loss was given.
     measured = whole_step_peak(lambda: loss(m(*args)).backward(), x)
@@ -352,7 +352,7 @@ class Tracing(unittest.TestCase):
         m.budget = "8GB"
         self.assertEqual(m.budget_bytes, 8 * 10**9)
         m.budget = "512MiB"
-        self.assertEqual(m.plan.budget, 512 << 20)
+        self.assertEqual(m.schedule.budget, 512 << 20)
         # Relative to the least budget: what fits on any machine, whatever its sizes.
         least = remat.solve(m.chain, 0).min_feasible_budget
         self.assertLess(least, store_all)
@@ -365,7 +365,7 @@ class Tracing(unittest.TestCase):
         m.budget = "least+0%"
         LOSS.__func__(m(x)).backward()
         self.assertTrue(m.within_budget and m.as_predicted)
-        self.assertEqual(m.plan.budget, least)
+        self.assertEqual(m.schedule.budget, least)
         with self.assertRaises(rt.BudgetError) as e:
             m.budget = least - 1
             m(x)
@@ -392,7 +392,7 @@ class Tracing(unittest.TestCase):
         least = remat.solve(w.chain, 0).min_feasible_budget
         store_all = remat.solve(w.chain, 1 << 62, solver="store-all").peak_memory
         self.assertEqual((w.least_budget, w.store_all_peak), (least + reserve, store_all + reserve))
-        self.assertEqual((w.budget_bytes, w.plan.budget), (least + reserve, least))
+        self.assertEqual((w.budget_bytes, w.schedule.budget), (least + reserve, least))
         w.budget = "100%"
         self.assertEqual(w.budget_bytes, store_all + reserve)
         for budget in ("least", "least+50%", "100%"):
@@ -465,7 +465,7 @@ class BlockOptions(unittest.TestCase):
         for budget in range(least, store_all + 1, max(1, (store_all - least) // 6)):
             with self.subTest(budget=budget):
                 step_and_compare(self, m, model, [x], LOSS.__func__, budget)
-                used |= {o.index for o in m.plan.ops if o.kind == "F_all" and o.option == 1}
+                used |= {o.index for o in m.schedule.ops if o.kind == "F_all" and o.option == 1}
         self.assertTrue(used & set(wide), "no schedule recorded an MLP's option")
         self.assertIn("options inside blocks (selective checkpointing): ",
                       m.report(file=open(os.devnull, "w")))

@@ -93,7 +93,7 @@ class Compiled(unittest.TestCase):
                         for p, g in zip(m.parameters(), want):
                             torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-6)
                 if budget == "least":
-                    self.assertGreater(len(m.plan.ops), 2 * len(blocks) + 1, "no recomputation")
+                    self.assertGreater(len(m.schedule.ops), 2 * len(blocks) + 1, "no recomputation")
                 else:
                     self.assertTrue(m._current[1].plain, "the budget holds plain autograd's step")
                 self.assertIn("each block runs compiled by torch.compile",

@@ -156,7 +156,7 @@ def fsdp_worker(rank, port, per_linear):
                     where = f"rank {rank}, budget {budget}, run_plainly={plainly}, step {i}"
                     for k, (g, h) in enumerate(zip(local_gradients(net), local_gradients(ref))):
                         assert torch.equal(g, h), f"{where}: parameter {k}'s gradient differs"
-                    ops = None if m._current[1].plain else [str(o) for o in m.plan.ops]
+                    ops = None if m._current[1].plain else [str(o) for o in m.schedule.ops]
                     mine, other = every_rank(ops)
                     assert mine == other, f"{where}: the ranks ran {mine} and {other}"
         # The root was initialized as FSDP's root: the model still runs plainly through it.

@@ -169,7 +169,7 @@ def step_and_compare(test, m, model, x, loss, budget, step):
     test.assertEqual(m.measured_peak, m.expected_peak)
     test.assertLessEqual(m.measured_peak, m.budget_bytes)
     test.assertTrue(m.within_budget)
-    recomputations = len(m.plan.ops) - (2 * len(m.chain) + 1)
+    recomputations = len(m.schedule.ops) - (2 * len(m.chain) + 1)
     if not x.is_cuda and m.user_loss is not None:
         # A second step, with the gradients defined (new ones are outside the budget), measured
         # whole by the CPU meter: within the budget.
@@ -258,7 +258,7 @@ class CpuBfloat16(unittest.TestCase):
         for budget in range(least, store_all + 1, max(1, (store_all - least) // 6)):
             with self.subTest(budget=budget):
                 step_and_compare(self, m, model, x, loss, budget, step)
-                used |= {o.index for o in m.plan.ops if o.kind == "F_all" and o.option == 1}
+                used |= {o.index for o in m.schedule.ops if o.kind == "F_all" and o.option == 1}
         self.assertTrue(used & set(wide), "no schedule recorded an MLP's option")
 
     def test_constructed_under_autocast_it_leaves_the_cast_cache_alone(self):

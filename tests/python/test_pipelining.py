@@ -127,7 +127,7 @@ def worker(rank, port, world, schedule, budget):
 
         # The order the stage ran: K as micro_batches_in_flight said.
         assert most_in_flight(log) == K, f"{where}: ran {log}, {most_in_flight(log)} in flight"
-        plan = ck.plan
+        plan = ck.schedule
         need = plan.peak_memory + (K - 1) * plan.retained
         assert need <= ck.budget_bytes, f"{where}: {need} > {ck.budget_bytes}"
 

@@ -121,7 +121,7 @@ class Checkpointed(unittest.TestCase):
                     self.assertLessEqual(m.outside_schedule, out.numel() * 4 + 64)
                 self.assertLessEqual(m.outside_schedule, m.loss_reserve)
                 self.assertLessEqual(m.step_peak, budget)
-                recomputed += len(m.plan.ops) - (2 * len(chain) + 1)
+                recomputed += len(m.schedule.ops) - (2 * len(chain) + 1)
                 # The budget bounds the whole step as the allocator measures it, and the step
                 # never peaks above plain autograd's, whose peak the profile measured.
                 measured = whole_step_peak(lambda: loss(m(x)).backward(), x)
@@ -236,6 +236,17 @@ class Checkpointed(unittest.TestCase):
             self.assertEqual(m.chain.input_size % 512, 0)
         finally:
             torch.use_deterministic_algorithms(False)
+
+    def test_plan_is_a_deprecated_alias_of_schedule(self):
+        torch.manual_seed(7)
+        x = torch.randn(8, 16)
+        stages = [torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Tanh()) for _ in range(3)]
+        m = rt.Checkpointed(stages, x, budget="least+50%")
+        m(x).sum().backward()
+        self.assertTrue(m.schedule.feasible)
+        with self.assertWarns(DeprecationWarning):
+            plan = m.plan
+        self.assertIs(plan, m.schedule)
 
     def test_errors(self):
         torch.manual_seed(4)

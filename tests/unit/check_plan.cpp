@@ -19,7 +19,7 @@ TEST_CASE("check_memory_plan rejects what is wrong and says what") {
   c.input_size = 8;
   c.stages = {{1, 1, 16, 24, 4, 8}, {1, 1, 32, 32, 0, 0}};
   c.loss_overhead = 2;
-  const std::vector<op> ops = remat::store_all_ops(2);
+  const std::vector<op> ops = remat::detail::store_all_ops(2);
   const memory_plan good = remat::make_memory_plan(c, std::span<const op>(ops), {.alignment = 8});
   REQUIRE(remat::check_memory_plan(good).ok());
 
@@ -64,7 +64,7 @@ TEST_CASE("check_run finds buffers sharing bytes while both were live, on the me
   c.input_size = 8;
   c.stages = {{1, 1, 16, 24, 4, 8}, {1, 1, 32, 32, 0, 0}};
   c.loss_overhead = 2;
-  const std::vector<op> ops = remat::store_all_ops(2);
+  const std::vector<op> ops = remat::detail::store_all_ops(2);
   const memory_plan m = remat::make_memory_plan(c, std::span<const op>(ops), {.alignment = 8});
   std::vector<double> start, end;
   for (std::size_t i = 0; i < ops.size(); ++i) {

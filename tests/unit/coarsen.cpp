@@ -100,7 +100,8 @@ TEST_CASE("coarse schedules expand to fine ones within the coarse peaks and time
         ++checked;
       }
     const size_type peak =
-        remat::simulate(cc.chain, remat::store_all_ops(static_cast<std::int32_t>(cc.length())))
+        remat::simulate(cc.chain,
+                        remat::detail::store_all_ops(static_cast<std::int32_t>(cc.length())))
             .peak_memory;
     const auto budget = static_cast<size_type>(uniform(rng, 0, static_cast<std::size_t>(peak)));
     const remat::solve_result r = remat::solve(cc.chain, budget, {.slots = remat::exact_units});
@@ -125,7 +126,7 @@ TEST_CASE("coarsening to L stages is the identity") {
           remat::coarsen(c, every)}) {
       REQUIRE(cc.chain == c);
       CHECK(cc.largest_block() == 1);
-      const std::vector<op> all = remat::store_all_ops(static_cast<std::int32_t>(L));
+      const std::vector<op> all = remat::detail::store_all_ops(static_cast<std::int32_t>(L));
       CHECK(remat::expand(cc, all) == all);
     }
   }
@@ -249,7 +250,7 @@ TEST_CASE("solve with coarsen: fine-stage schedules, replayed on the chain") {
     const chain c = remat::testing::random_chain(rng, {.min_stages = 2, .max_stages = 14});
     const std::size_t L = c.length();
     const size_type peak =
-        remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(L))).peak_memory;
+        remat::simulate(c, remat::detail::store_all_ops(static_cast<std::int32_t>(L))).peak_memory;
     const auto budget = static_cast<size_type>(uniform(rng, 0, static_cast<std::size_t>(peak)));
     const std::size_t N = uniform(rng, 1, L);
     for (const remat::solver s : {remat::solver::optimal, remat::solver::revolve}) {
@@ -285,7 +286,7 @@ TEST_CASE("solve with coarsen: fine-stage schedules, replayed on the chain") {
 TEST_CASE("solve with automatic coarsening: only what the solver would refuse") {
   std::mt19937_64 rng(5);
   const chain c = remat::testing::random_chain(rng, {.min_stages = 300, .max_stages = 300});
-  const size_type peak = remat::simulate(c, remat::store_all_ops(300)).peak_memory;
+  const size_type peak = remat::simulate(c, remat::detail::store_all_ops(300)).peak_memory;
   const size_type budget = peak / 2;
   // Accepted as given: the result of the plain solve.
   const remat::solve_result plain = remat::solve(c, budget, {.slots = 500});
@@ -323,7 +324,8 @@ TEST_CASE("automatic coarsening asks the estimate at the budget, not the whole c
       remat::testing::random_chain(rng, {.min_stages = 120, .max_stages = 120, .max_size = 1000});
   const auto L = static_cast<std::int32_t>(c.length());
   const size_type peak =
-      remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length()))).peak_memory;
+      remat::simulate(c, remat::detail::store_all_ops(static_cast<std::int32_t>(c.length())))
+          .peak_memory;
   const size_type least = remat::solve(c, 0).min_feasible_budget;
   const size_type budget = least + (peak - least) / 10;  // where the cap saves the most
   const remat::solve_options o{.slots = remat::exact_units, .max_table_bytes = 1000000};

@@ -21,7 +21,7 @@ TEST_CASE("compiled: solve and the estimates, as the templates give them") {
   for (int n = 0; n < 20; ++n) {
     const remat::chain c = remat::testing::random_chain(rng, {.min_stages = 1, .max_stages = 12});
     const remat::size_type top =
-        remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length())))
+        remat::simulate(c, remat::detail::store_all_ops(static_cast<std::int32_t>(c.length())))
             .peak_memory;
     for (const remat::size_type budget : {top / 3, top / 2, top}) {
       for (const remat::solver s : {remat::solver::optimal, remat::solver::revolve}) {

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -53,7 +54,7 @@ namespace {
 using remat::size_type;
 
 size_type store_all_peak(const remat::chain& c) {
-  return remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length())))
+  return remat::simulate(c, remat::detail::store_all_ops(static_cast<std::int32_t>(c.length())))
       .peak_memory;
 }
 
@@ -204,6 +205,124 @@ TEST_CASE("estimate_solve_at: the whole curve's estimate where the sums round, a
     CHECK(e.bytes == whole.bytes);
     CHECK(e.seconds == whole.seconds);
   }
+}
+
+namespace {
+
+// Whether `solve` refuses `c` at `budget` under `o` (a `solver_error`), else its result.
+std::optional<remat::solve_result> solved(const remat::chain& c, size_type budget,
+                                          const remat::solve_options& o) {
+  try {
+    return remat::solve(c, budget, o);
+  } catch (const remat::solver_error&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+// Every solver, at budgets from below the least to store-all's peak, on chains with and without a
+// link: the estimate refuses where the solve refuses (no time at all, a 16-byte table), says a DP
+// over memory runs where the engine the solve takes has a table (refused at 16 bytes, or for
+// min-memory its fallback taken there), and predicts exactness. The solvers without a DP over
+// memory cost nothing and never refuse for the limits.
+TEST_CASE("estimate_solve_at: every solver, refused and run as its solve is") {
+  std::mt19937_64 rng(4949);
+  std::vector<remat::chain> chains;
+  for (const int n : {4, 4, 16, 24}) {
+    remat::chain c =
+        remat::testing::random_chain(rng, {.min_stages = n, .max_stages = n, .max_size = 1000});
+    if (n == 24) remat::testing::add_random_options(rng, c, 3, 1000);
+    chains.push_back(c);
+    c.transfer = {40, 60};  // size units per time unit: a move takes about a stage's time
+    chains.push_back(c);
+  }
+  int ran_dp = 0, spine_ran = 0, refused_at_zero = 0;
+  for (const remat::chain& c : chains) {
+    const size_type least = remat::solve(c, 0).min_feasible_budget;
+    const size_type peak = store_all_peak(c);
+    const auto L = c.length();
+    for (const remat::solver s : remat::all_solvers) {
+      const remat::solver_info& about = remat::info(s);
+      if (about.needs_link && !c.transfer.available()) continue;
+      const std::size_t most = c.transfer.available() ? about.max_link_stages : about.max_stages;
+      if (most != 0 && L > most) continue;  // refused for its length, whatever the limits
+      // (The exhaustive search with transfers can give up past its states, whatever the limits.)
+      if (s == remat::solver::exhaustive && c.transfer.available()) continue;
+      CAPTURE(remat::name(s));
+      for (const size_type budget : {least / 2, least, (least + peak) / 2, peak}) {
+        CAPTURE(budget);
+        const remat::solve_options o{.solver = s};
+        const remat::solve_estimate e = remat::estimate_solve_at(c, budget, o);
+        const std::optional<remat::solve_result> r = solved(c, budget, o);
+        REQUIRE(e.within_limits);
+        REQUIRE(r.has_value());
+        const remat::solve_options zero{.solver = s, .max_estimated_seconds = 0};
+        const remat::solve_options tiny{.solver = s, .max_table_bytes = 16};
+        const bool refused_at_16 = !solved(c, budget, tiny).has_value();
+        CHECK(remat::estimate_solve_at(c, budget, zero).within_limits ==
+              solved(c, budget, zero).has_value());
+        CHECK(remat::estimate_solve_at(c, budget, tiny).within_limits == !refused_at_16);
+        if (about.dp == remat::solver_dp::none) {
+          CHECK(e.seconds == 0);
+          CHECK(e.bytes == 0);
+          CHECK_FALSE(e.runs_dp);
+          CHECK(solved(c, budget, zero).has_value());
+          CHECK_FALSE(refused_at_16);
+          continue;
+        }
+        refused_at_zero += solved(c, budget, zero).has_value() ? 0 : 1;
+        CHECK(e.seconds > 0);
+        CHECK(e.bytes > 0);
+        ran_dp += e.runs_dp ? 1 : 0;
+        if (about.dp == remat::solver_dp::least_memory) {
+          // Its exact solve's engine refused at 16 bytes: the least-peak DP's schedule instead.
+          CHECK_FALSE(refused_at_16);
+          const remat::solve_result fallen = *solved(c, budget, tiny);
+          if (!e.runs_dp) CHECK(fallen == *r);
+          if (e.runs_dp) CHECK_FALSE(fallen.exact);
+        } else {
+          CHECK(e.runs_dp == refused_at_16);
+        }
+        if (about.dp != remat::solver_dp::offload && r->feasible) CHECK(e.exact == r->exact);
+        // Offload with a link: the spine DP's table, beyond the recompute-only solve's.
+        if (about.dp == remat::solver_dp::offload && c.transfer.available() &&
+            e.bytes > remat::estimate_solve_at(c, budget, {}).bytes)
+          ++spine_ran;
+      }
+    }
+  }
+  CHECK(ran_dp > 20);
+  CHECK(spine_ran > 0);
+  CHECK(refused_at_zero > 20);
+}
+
+// The offload solver's spine DP past the limits: with the chain's own sizes as units its table
+// passes a small limit, and the estimate says so before the solve refuses; by default (500
+// slots) it fits.
+TEST_CASE("estimate_solve_at: offload's spine DP, its table and its refusal") {
+  std::mt19937_64 rng(5050);
+  remat::chain c =
+      remat::testing::random_chain(rng, {.min_stages = 12, .max_stages = 12, .max_size = 100000});
+  c.transfer = {40000, 60000};
+  const size_type budget = store_all_peak(c) / 2;
+  const remat::solve_options automatic{.solver = remat::solver::offload};
+  const remat::solve_options exact{.solver = remat::solver::offload, .slots = remat::exact_units};
+  const remat::solve_estimate a = remat::estimate_solve_at(c, budget, automatic);
+  const remat::solve_estimate x = remat::estimate_solve_at(c, budget, exact);
+  REQUIRE(a.runs_dp);
+  REQUIRE(x.runs_dp);
+  // The spine's table over the budget's own bytes is far larger than over 500 slots.
+  CHECK(x.bytes > 100 * a.bytes);
+  const auto between = static_cast<std::size_t>(10 * a.bytes);
+  const remat::solve_options exact_small{
+      .solver = remat::solver::offload, .slots = remat::exact_units, .max_table_bytes = between};
+  const remat::solve_options automatic_small{.solver = remat::solver::offload,
+                                             .max_table_bytes = between};
+  CHECK_FALSE(remat::estimate_solve_at(c, budget, exact_small).within_limits);
+  CHECK_THROWS_AS((void)remat::solve(c, budget, exact_small), remat::solver_error);
+  CHECK(remat::estimate_solve_at(c, budget, automatic_small).within_limits);
+  CHECK(remat::solve(c, budget, automatic_small).feasible);
 }
 
 }  // namespace unit_estimate_test

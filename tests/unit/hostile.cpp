@@ -34,7 +34,7 @@ std::int32_t length(const chain& c) {
 }
 
 remat::replay_result store_all(const chain& c) {
-  return remat::simulate(c, remat::store_all_ops(length(c)));
+  return remat::simulate(c, remat::detail::store_all_ops(length(c)));
 }
 
 // The solvers that take `c`: the exhaustive search only on short chains.
@@ -128,7 +128,7 @@ TEST_CASE("sizes near 2^63: where store-all fits exactly, the exact optimal retu
   REQUIRE(all.peak_memory == int64_max);
   const solve_result r = remat::solve(c, int64_max);
   REQUIRE(r.feasible);
-  CHECK(r.schedule.ops == remat::store_all_ops(1));
+  CHECK(r.schedule.ops == remat::detail::store_all_ops(1));
   CHECK(r.schedule.makespan == all.makespan);
   CHECK(r.min_feasible_budget <= two_62);
 }
@@ -143,7 +143,7 @@ TEST_CASE("sizes whose sum passes 2^63 - 1 are refused by every solver, naming t
     CHECK_THROWS_WITH_AS((void)remat::solve(c, two_62, {.solver = s}),
                          doctest::Contains("overflows 64 bits"), remat::chain_error);
   }
-  CHECK_THROWS_AS((void)remat::simulate(c, remat::store_all_ops(3)), remat::chain_error);
+  CHECK_THROWS_AS((void)remat::simulate(c, remat::detail::store_all_ops(3)), remat::chain_error);
 }
 
 TEST_CASE("times from 0 to 1e300: schedules with finite makespans, or a clear refusal") {
@@ -284,7 +284,7 @@ TEST_CASE("slots: a huge budget may lose a unit to rounding; the fastest schedul
   const solve_result huge = remat::solve(c, int64_max, two_slots);
   CHECK(huge.unit == two_62);
   REQUIRE(huge.feasible);  // the DP's rounded sizes do not fit; store-all (peak 20) does
-  CHECK(huge.schedule.ops == remat::store_all_ops(1));
+  CHECK(huge.schedule.ops == remat::detail::store_all_ops(1));
   CHECK(huge.min_feasible_budget == 20);
   CHECK(solve_checked(c, 20, two_slots) == outcome::schedule);
   CHECK(solve_checked(c, int64_max - 1, two_slots) == outcome::schedule);

@@ -75,7 +75,7 @@ remat::chain two_stages() {
 
 TEST_CASE("store-all on two stages: every buffer and its lifetime") {
   const remat::chain c = two_stages();
-  const std::vector<op> ops = remat::store_all_ops(2);  // F_all(0) F_all(1) loss B(1) B(0)
+  const std::vector<op> ops = remat::detail::store_all_ops(2);  // F_all(0) F_all(1) loss B(1) B(0)
   const memory_plan m = remat::make_memory_plan(c, std::span<const op>(ops), {.alignment = 1});
   require_sound(c, ops, m);
   struct expected {
@@ -228,7 +228,7 @@ TEST_CASE("alignment rounds every footprint up") {
   remat::chain c;
   c.input_size = 1;
   c.stages.assign(3, remat::stage{1, 1, 1, 1, 0, 0});
-  const std::vector<op> ops = remat::store_all_ops(3);
+  const std::vector<op> ops = remat::detail::store_all_ops(3);
   const memory_plan m = remat::make_memory_plan(c, std::span<const op>(ops), {.alignment = 256});
   require_sound(c, ops, m);
   CHECK(m.lower_bound == 6);  // a_0, t_1..t_3, g_3 and nothing else at the loss
@@ -241,7 +241,7 @@ TEST_CASE("make_memory_plan refuses invalid schedules and alignments") {
   const std::vector<op> bad = {remat::f_all(0), remat::loss_op(2)};
   CHECK_THROWS_WITH_AS(remat::make_memory_plan(c, std::span<const op>(bad)),
                        doctest::Contains("op 1 (loss)"), std::invalid_argument);
-  const std::vector<op> ops = remat::store_all_ops(2);
+  const std::vector<op> ops = remat::detail::store_all_ops(2);
   CHECK_THROWS_AS(remat::make_memory_plan(c, std::span<const op>(ops), {.alignment = 3}),
                   std::invalid_argument);
   CHECK_THROWS_AS(remat::make_memory_plan(c, std::span<const op>(ops), {.alignment = 0}),
@@ -253,7 +253,7 @@ constexpr size_type constexpr_arena() {
   remat::chain c;
   c.input_size = 2;
   c.stages.assign(3, remat::stage{1, 1, 2, 3, 1, 1});
-  const std::vector<op> ops = remat::store_all_ops(3);
+  const std::vector<op> ops = remat::detail::store_all_ops(3);
   const memory_plan m = remat::make_memory_plan(c, std::span<const op>(ops), {.alignment = 1});
   // check_memory_plan builds strings, which clang 14 cannot in a constant expression: check here.
   for (const remat::buffer& a : m.buffers)

@@ -73,7 +73,7 @@ TEST_CASE("solver names") {
     CAPTURE(remat::name(s));
     CHECK(remat::solver_from_name(remat::name(s)) == s);
   }
-  // The default is the optimal DP, exact where that is cheap and bounded where it is not.
+  // The default is the optimal DP, exact unless that is expensive, and bounded there.
   const solve_options o;
   CHECK(o.solver == solver::optimal);
   CHECK(o.slots == remat::default_slots);
@@ -175,7 +175,8 @@ TEST_CASE("property: every solver keeps solve's contract") {
     const chain c = remat::testing::random_chain(rng, {1, 4, 10, true});
     INFO(remat::testing::chain_text(c));
     const size_type top =
-        remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length()))).peak_memory;
+        remat::simulate(c, remat::detail::store_all_ops(static_cast<std::int32_t>(c.length())))
+            .peak_memory;
     const size_type budget = std::uniform_int_distribution<size_type>(0, top + 2)(rng);
     CAPTURE(budget);
     for (solver s : remat::all_solvers) {
@@ -212,7 +213,8 @@ TEST_CASE("property: no solver drops the input of a held tape") {
     if (n % 3 == 0) remat::testing::add_random_options(rng, c, 2);
     INFO(remat::testing::chain_text(c));
     const size_type top =
-        remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length()))).peak_memory;
+        remat::simulate(c, remat::detail::store_all_ops(static_cast<std::int32_t>(c.length())))
+            .peak_memory;
     for (solver s : remat::all_solvers) {
       CAPTURE(remat::name(s));
       chain linked = c;

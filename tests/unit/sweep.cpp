@@ -43,8 +43,8 @@ void check_curve(const remat::chain& c, const remat::sweep_options& o,
     CHECK(series.curve.empty());
     return;
   }
-  // By default the sweep reads its budgets from the whole curve where that is cheap, and solves
-  // them one by one elsewhere (no curve).
+  // By default the sweep reads its budgets from the whole curve where that is estimated within
+  // about the budgets' own solves, and solves them one by one elsewhere (no curve).
   if (o.slots == remat::auto_slots && series.curve.empty()) return;
   const remat::solve_options so{.solver = series.solver, .slots = remat::exact_units};
   const remat::trade_off_result t = remat::trade_off(c, so);
@@ -77,7 +77,8 @@ void check_curve(const remat::chain& c, const remat::sweep_options& o,
 void check_sweep(const remat::chain& c, const remat::sweep_options& o,
                  const remat::sweep_result& s) {
   INFO(remat::testing::chain_text(c));
-  const std::vector<remat::op> all = remat::store_all_ops(static_cast<std::int32_t>(c.length()));
+  const std::vector<remat::op> all =
+      remat::detail::store_all_ops(static_cast<std::int32_t>(c.length()));
   const remat::replay_result base = remat::simulate(c, std::span<const remat::op>(all));
   CHECK(s.store_all_memory == base.peak_memory);
   CHECK(s.store_all_makespan == base.makespan);

@@ -11,8 +11,9 @@
 // Values are named in nodes by their `name` (names are unique) or by their index.
 #pragma once
 
+#include <remat/detail/io/document.hpp>
+#include <remat/detail/io/json_values.hpp>
 #include <remat/graph.hpp>
-#include <remat/io/chain_json.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -229,9 +230,10 @@ inline bool is_graph_document(const nlohmann::json& doc) {
          it->get<std::string>() == graph_format;
 }
 
-/// Reads a graph file from `in`; `source_name` is the name errors give for it.
+/// Reads a graph file from `in`; `source_name` is the name errors give for it. Reading stops past
+/// `max_bytes` (by default 256 MiB, as for chain files).
 inline graph_file read_graph(std::istream& in, std::string_view source_name,
-                             std::size_t max_bytes = max_chain_file_bytes) {
+                             std::size_t max_bytes = detail::max_document_bytes) {
   const std::string source(source_name);
   const auto fail = [&](const std::string& rule) { throw graph_file_error(source, "", rule); };
   const detail::json doc = detail::read_document(

@@ -294,7 +294,7 @@ solve_result solve_exhaustive(const C& chain_in, size_type budget,
     // The least budget: bisection between 0 and store-all's peak (the searches are monotone in
     // the budget: a sequence that fits fits every larger budget).
     size_type lo = 0;
-    size_type hi = detail::replay(c, store_all_ops(static_cast<std::int32_t>(c.length())))
+    size_type hi = detail::replay(c, detail::store_all_ops(static_cast<std::int32_t>(c.length())))
                        .peak_memory;  // feasible
     while (lo < hi) {
       const size_type mid = lo + (hi - lo) / 2;

@@ -15,6 +15,7 @@
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
 #include <remat/detail/dp/dispatch.hpp>
+#include <remat/detail/dp/frontier_solve.hpp>
 #include <remat/detail/dp/offload_spine.hpp>
 #include <remat/detail/solvers/tighten_transfers.hpp>
 #include <remat/detail/verify/finish.hpp>
@@ -39,6 +40,38 @@ inline size_type spine_least_budget(const chain& c) {
   const size_type root_need =
       offload_spine_need(exact, persistent_need(exact, dp_branches::tape_and_checkpoint), true);
   return root_need == unreachable ? solve_result::no_budget : exact.x[0] + root_need;
+}
+
+// The offloading baselines at `budget`: weighed against the spine DP's schedule, and their least
+// budgets lower the floor below which nothing fits.
+inline std::vector<solve_result> offload_baselines_at(const chain& c, size_type budget) {
+  std::vector<solve_result> out;
+  out.push_back(solve_save_on_cpu(c, budget));
+  out.push_back(solve_vdnn(c, budget));
+  out.push_back(solve_sequential_offload(c, budget));
+  return out;
+}
+
+// The least of two least budgets, either of which may be `no_budget`.
+constexpr size_type lesser_budget(size_type a, size_type b) noexcept {
+  return a == solve_result::no_budget ? b : b == solve_result::no_budget ? a : std::min(a, b);
+}
+
+// Whether `solve_offload` runs the spine DP at `budget`, decided before it solves anything (so
+// `estimate_solve_at` decides the same): not below `floor`, under which nothing of any of them
+// fits, nor where the fastest schedule fits and computes every forward and backward once, each
+// by its fastest option, which no schedule can beat.
+inline bool offload_runs_spine(const chain& c, size_type budget, size_type floor) {
+  if (floor != solve_result::no_budget && budget < floor) return false;
+  double lower = c.loss_time;
+  for (const stage& s : c.stages) {
+    double fastest = infinite_time;  // F_all(k, o) and B(k): the least over options
+    for (std::size_t o = 0; o < option_count(s); ++o)
+      fastest = std::min(fastest, option_at(s, o).forward_time + option_at(s, o).backward_time);
+    lower += fastest;
+  }
+  const fastest_schedule f = fastest_schedule_of(c, dp_branches::tape_and_checkpoint);
+  return !(budget >= f.bytes.peak_memory && f.bytes.makespan <= lower);
 }
 
 // `r` with its copies kept running and prefetches issued earlier, where the replay says that
@@ -75,9 +108,7 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
   if (!c.transfer.available()) return recompute;
 
   const size_type spine_least = detail::spine_least_budget(c);
-  auto lesser = [](size_type a, size_type b) {
-    return a == solve_result::no_budget ? b : b == solve_result::no_budget ? a : std::min(a, b);
-  };
+  constexpr auto lesser = detail::lesser_budget;
   // The least budget this solver reports: the DP's on the sizes as given only with exact_units
   // (with slots, sizes rounded up can need more), else recompute-only's and the baselines'.
   size_type least = recompute.min_feasible_budget;
@@ -86,10 +117,7 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
   size_type floor = spine_least;
   // The baselines' schedules are outside the DP's class where their copies run across ops the
   // class waits at: the fastest of all is returned, and the least of all least budgets.
-  std::vector<solve_result> baselines;
-  baselines.push_back(solve_save_on_cpu(c, budget));
-  baselines.push_back(solve_vdnn(c, budget));
-  baselines.push_back(solve_sequential_offload(c, budget));
+  std::vector<solve_result> baselines = detail::offload_baselines_at(c, budget);
   for (const solve_result& r : baselines) {
     least = lesser(least, r.min_feasible_budget);
     floor = lesser(floor, r.min_feasible_budget);
@@ -97,17 +125,7 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
   recompute.memory_loss = 0;  // bounds against the persistent optimum, not this solver's
   recompute.makespan_loss = 0;
   recompute.exact = false;
-  // No schedule computes less than every forward and backward once: where the recompute-only
-  // schedule does just that, offloading cannot beat it.
-  double lower = c.loss_time;
-  for (const stage& s : c.stages) {
-    double fastest = detail::infinite_time;  // F_all(k, o) and B(k): the least over options
-    for (std::size_t o = 0; o < option_count(s); ++o)
-      fastest = std::min(fastest, option_at(s, o).forward_time + option_at(s, o).backward_time);
-    lower += fastest;
-  }
-  if ((floor != solve_result::no_budget && budget < floor) ||
-      (recompute.feasible && recompute.schedule.makespan <= lower)) {
+  if (!detail::offload_runs_spine(c, budget, floor)) {
     recompute.min_feasible_budget = least;
     return recompute;
   }

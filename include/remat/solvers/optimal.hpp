@@ -7,8 +7,10 @@
 // smallest j.
 //
 // `solve_options::slots` says how exact: by default (`auto_slots`) the exact optimum on the
-// chain's own sizes where an exact engine finishes within about the time of the 500-slot solve,
-// and elsewhere the 500-slot schedule with a bound of its distance from the exact optimum;
+// chain's own sizes, a schedule being planned once per training run, unless the exact engines'
+// estimates pass about 10 s or 2 GiB (detail/dp/tuning.hpp `default_exact_seconds`,
+// `default_exact_bytes`); only there the 500-slot schedule with a bound of its distance from the
+// exact optimum (on a chain with options, no slower than the same chain's without them);
 // `exact_units`, the exact optimum within the limits or a refusal; N, Rotor's DP on N slots
 // (sizes rounded up to budget / N: the schedule fits, but can be slower than the exact one).
 // detail/dp/dispatch.hpp chooses and runs the engines.

@@ -4,6 +4,7 @@
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
+#include <remat/detail/store_all_ops.hpp>
 #include <remat/detail/verify/finish.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
@@ -16,16 +17,6 @@
 
 namespace remat {
 
-/// The ops of the store-all schedule of a chain of `length` stages.
-constexpr std::vector<op> store_all_ops(std::int32_t length) {
-  std::vector<op> ops;
-  ops.reserve(2 * static_cast<std::size_t>(length) + 1);
-  for (std::int32_t k = 0; k < length; ++k) ops.push_back(f_all(k));
-  ops.push_back(loss_op(length));
-  for (std::int32_t k = length - 1; k >= 0; --k) ops.push_back(backward(k));
-  return ops;
-}
-
 /// The store-all schedule when its peak fits `budget` (with `options.in_flight` = K, its peak
 /// plus K - 1 times what it holds at the loss); that need is `min_feasible_budget` either way.
 /// Sizes are used as given (no discretization).
@@ -34,7 +25,7 @@ constexpr solve_result solve_store_all(const C& chain_in, size_type budget,
                                        const solve_options& options = {}) {
   const chain c = to_chain(chain_in);
   if (budget < 0) detail::throw_solver_error("the budget must be >= 0");
-  std::vector<op> ops = store_all_ops(static_cast<std::int32_t>(c.length()));
+  std::vector<op> ops = detail::store_all_ops(static_cast<std::int32_t>(c.length()));
   const replay_result r = detail::replay(c, ops);
   const size_type need =
       r.peak_memory + static_cast<size_type>(std::max<std::size_t>(options.in_flight, 1) - 1) *

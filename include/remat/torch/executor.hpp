@@ -101,7 +101,7 @@ class executor {
     remat::validate(p.chain);
     entry& e = shapes_[tensor_shape::of(sample)];
     e.profile = std::move(p);
-    e.plans.clear();
+    e.solves.clear();
     e.profiled = true;
     return e.profile;
   }
@@ -122,7 +122,7 @@ class executor {
     remat::validate(p.chain);
     entry& e = shapes_[p.input];
     e.profile = std::move(p);
-    e.plans.clear();
+    e.solves.clear();
     e.profiled = true;
   }
 
@@ -136,7 +136,7 @@ class executor {
   /// schedules kept for each budget are dropped.
   void solve_with(const remat::solve_options& options) {
     options_.solve = options;
-    for (auto& [shape, e] : shapes_) e.plans.clear();
+    for (auto& [shape, e] : shapes_) e.solves.clear();
   }
 
   /// One training step of the model on `input` with `loss`, within `budget` bytes: the forward
@@ -163,9 +163,9 @@ class executor {
       throw model_error(model_error::no_stage,
                         "the input is on " + input.device().str() + ", the profile at its shape " +
                             to_string(shape) + " was measured on " + e.profile.device.str());
-    auto it = e.plans.find(budget);
-    if (it == e.plans.end())
-      it = e.plans.emplace(budget, remat::solve(e.profile.chain, budget, options_.solve)).first;
+    auto it = e.solves.find(budget);
+    if (it == e.solves.end())
+      it = e.solves.emplace(budget, remat::solve(e.profile.chain, budget, options_.solve)).first;
     const solve_result& solved = it->second;
     step_result r;
     r.feasible = solved.feasible;
@@ -199,7 +199,7 @@ class executor {
   struct entry {
     bool profiled = false;
     profiled_chain profile;
-    std::map<size_type, solve_result> plans;
+    std::map<size_type, solve_result> solves;  // by budget: the schedules the steps run
   };
   struct shape_less {
     bool operator()(const tensor_shape& a, const tensor_shape& b) const {

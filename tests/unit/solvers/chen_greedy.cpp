@@ -61,7 +61,8 @@ TEST_CASE("chen-greedy: the extremes of the threshold") {
     std::vector<std::int32_t> every(static_cast<std::size_t>(length));
     for (std::int32_t k = 0; k < length; ++k) every[static_cast<std::size_t>(k)] = k;
     CHECK(remat::detail::chen_greedy_starts(c, 0) == every);
-    CHECK(remat::detail::chen_greedy_ops(c, tapes(c, 0, length)) == remat::store_all_ops(length));
+    CHECK(remat::detail::chen_greedy_ops(c, tapes(c, 0, length)) ==
+          remat::detail::store_all_ops(length));
     const auto grid = remat::detail::chen_greedy_thresholds(c);
     CHECK(grid.front() == 0);
     CHECK(grid.back() == tapes(c, 0, length));

@@ -83,7 +83,7 @@ TEST_CASE("property: random chains of at most 5 stages, several budgets") {
     const int stages = n % 50 == 0 ? 5 : 1 + n % 4;
     const chain c = random_chain(rng, {stages, stages, 10, true});
     INFO(chain_text(c));
-    const size_type top = remat::simulate(c, remat::store_all_ops(stages)).peak_memory;
+    const size_type top = remat::simulate(c, remat::detail::store_all_ops(stages)).peak_memory;
     const size_type least = remat::solve_optimal(c, 0, exact).min_feasible_budget;
 
     // At the DP's least budget: this also gives the search's own least budget. The search over
@@ -106,7 +106,7 @@ TEST_CASE("property: random chains of at most 5 stages, several budgets") {
       const solve_result at_top = remat::solve_exhaustive(c, top);
       REQUIRE(at_top.feasible);
       CHECK(close(at_top.schedule.makespan,
-                  remat::simulate(c, remat::store_all_ops(stages)).makespan));
+                  remat::simulate(c, remat::detail::store_all_ops(stages)).makespan));
     }
   }
 }

@@ -37,7 +37,7 @@ bool close(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, 
 // The budget store-all needs with K in flight: past it every solver's answer is settled.
 size_type store_all_need(const chain& c, std::size_t K) {
   const remat::replay_result r =
-      remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length())));
+      remat::simulate(c, remat::detail::store_all_ops(static_cast<std::int32_t>(c.length())));
   return r.peak_memory + static_cast<size_type>(K - 1) * r.retained;
 }
 

@@ -196,7 +196,8 @@ gap_counts gap_to_exhaustive(std::uint64_t seed, int chains, int stages, int low
       const std::optional<double> e = judge(c, budget, r, states, g);
       if (!e) continue;
       // The spine DP's schedule alone, before the baselines and the tightening.
-      const std::vector<remat::op> dp = remat::detail::spine_ops(c, budget, 1, {});
+      const std::vector<remat::op> dp = remat::detail::spine_ops(
+          c, remat::detail::plan_spine(c, budget, remat::exact_units, {}), {});
       REQUIRE_FALSE(dp.empty());
       const double dp_time = remat::simulate(c, std::span<const remat::op>(dp)).makespan;
       CHECK(r.schedule.makespan <= dp_time);
@@ -250,7 +251,7 @@ gap_counts broad_gap_to_exhaustive(int stages, int chains, std::size_t states) {
     c.transfer = {std::ldexp(1.0, std::uniform_int_distribution<int>(-2, 2)(rng)),
                   std::ldexp(1.0, std::uniform_int_distribution<int>(-2, 2)(rng))};
     const size_type top =
-        remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length())))
+        remat::simulate(c, remat::detail::store_all_ops(static_cast<std::int32_t>(c.length())))
             .peak_memory;
     const size_type least = offload(c, top).min_feasible_budget;
     for (int k = 0; k < 4; ++k) {
@@ -404,5 +405,35 @@ TEST_CASE("bad bandwidths are errors naming the field; coarsening is refused") {
 }
 
 }  // namespace
+
+// The spine DP's plan says, before the DP runs, whether the budget is feasible in its unit (the
+// spine's least budget there), which `estimate_solve_at` reads to tell the units the solve runs
+// in: the DP finds a schedule exactly where the plan says it will.
+TEST_CASE("random chains: the spine DP's plan predicts whether it finds a schedule") {
+  std::mt19937_64 rng(2049);
+  int feasible = 0, infeasible = 0;
+  for (int n = 0; n < 300; ++n) {
+    remat::chain c = remat::testing::random_chain(rng, {.min_stages = 1, .max_stages = 10});
+    c.transfer = {random_bandwidth(rng), random_bandwidth(rng)};
+    const size_type top =
+        remat::solve(c, std::numeric_limits<size_type>::max() / 4, {.solver = solver::store_all})
+            .schedule.peak_memory;
+    const size_type least = remat::detail::spine_least_budget(c);
+    for (const size_type budget : {least - 1, least, least + 1, (least + top) / 2, top}) {
+      if (budget < 0) continue;
+      for (const size_type slots : {remat::exact_units, size_type{7}, size_type{500}}) {
+        CAPTURE(budget);
+        CAPTURE(slots);
+        const remat::detail::spine_plan p = remat::detail::plan_spine(c, budget, slots, {});
+        const bool found = !remat::detail::spine_ops(c, p, {}).empty();
+        CHECK(p.feasible == found);
+        (found ? feasible : infeasible) += 1;
+        if (slots == remat::exact_units) CHECK(found == (budget >= least));
+      }
+    }
+  }
+  CHECK(feasible > 1000);
+  CHECK(infeasible > 300);
+}
 
 }  // namespace unit_solvers_offload_test

@@ -3,13 +3,17 @@
 // discretization, the exact tape-branch check, the table-size guard and degenerate chains.
 #include <remat/solvers/optimal.hpp>
 
+#include <remat/estimate.hpp>
 #include <remat/io/chain_json.hpp>
+#include <remat/linearize.hpp>
 #include <remat/simulate.hpp>
 #include <remat/solve.hpp>
 #include <remat/solvers/exhaustive.hpp>
 #include <remat/solvers/min_memory.hpp>
 #include <remat/solvers/sequential.hpp>
 #include <remat/solvers/store_all.hpp>
+#include <remat/zoo.hpp>
+#include <remat/zoo/graphs.hpp>
 
 #include <doctest/doctest.h>
 
@@ -56,7 +60,7 @@ std::int32_t length(const chain& c) {
 }
 
 replay_result store_all_replay(const chain& c) {
-  return remat::simulate(c, remat::store_all_ops(length(c)));
+  return remat::simulate(c, remat::detail::store_all_ops(length(c)));
 }
 
 // Five stages of size 1 (input included) whose stage 2 records a tape of 10; forward times
@@ -381,7 +385,7 @@ TEST_CASE("slots: too few to hold what every schedule needs at once") {
   for (size_type b : {size_type{4}, size_type{1000}, size_type{1} << 40}) {
     const solve_result r = remat::solve_optimal(c, b, {.slots = 1});
     REQUIRE(r.feasible);
-    CHECK(r.schedule.ops == remat::store_all_ops(1));
+    CHECK(r.schedule.ops == remat::detail::store_all_ops(1));
     CHECK(r.min_feasible_budget == 4);
   }
   // A chain whose store-all does not fit either: no budget at all with one slot.
@@ -416,7 +420,7 @@ TEST_CASE("slots: the unit and the budget in units follow docs/model.md") {
   // At 500 bytes store-all's own peak fits: it is returned though its rounded sizes do not fit.
   const solve_result at_peak = remat::solve_optimal(c, 500, {.slots = 7});
   REQUIRE(at_peak.feasible);
-  CHECK(at_peak.schedule.ops == remat::store_all_ops(2));
+  CHECK(at_peak.schedule.ops == remat::detail::store_all_ops(2));
 }
 
 // (d) docs/model.md's oracle for the DP without the tape branch: on the homogeneous chain (fw = 1,
@@ -452,7 +456,7 @@ TEST_CASE("the exact tape-branch check beats Rotor's where x[l+1] < x[i+1]") {
   c.stages = {{1, 1, 1, 3, 0, 0}, {1, 1, 2, 2, 4, 0}};
   const solve_result r = remat::solve_optimal(c, 10, exact);
   REQUIRE(r.feasible);
-  CHECK(r.schedule.ops == remat::store_all_ops(2));
+  CHECK(r.schedule.ops == remat::detail::store_all_ops(2));
   CHECK(r.schedule.makespan == 4);
   const replay_result sim = remat::simulate(c, r.schedule);
   CHECK(sim.fits(10));
@@ -770,7 +774,7 @@ TEST_CASE("one budget: store-all fits, or nothing does; the least budget either 
     CHECK(r.min_feasible_budget == 14);
     CHECK(r.exact);  // the least budget is exact, whether the budget reaches it or not
     CHECK(r == whole_curve_solve(c, b, remat::solver::optimal));
-    if (b >= 17) CHECK(r.schedule.ops == remat::store_all_ops(length(c)));
+    if (b >= 17) CHECK(r.schedule.ops == remat::detail::store_all_ops(length(c)));
   }
 }
 
@@ -800,7 +804,6 @@ TEST_CASE("property: the default solve bounded: the 500-slot schedule, and its b
       auto* engines = std::get_if<remat::detail::engines_step>(&p.step);
       if (engines == nullptr) continue;  // settled
       engines->allowance = 0;
-      engines->frontier_allowance = 0;
       REQUIRE(engines->fallback);
       const solve_result r = remat::detail::run(c, p, {});
       const solve_result slots = remat::solve_optimal(c, b, {.slots = 500});
@@ -855,40 +858,149 @@ TEST_CASE("property: the default solve is never slower than Rotor's 500 slots") 
   }
 }
 
-// The default is exact wherever an exact engine costs no more than the 500-slot solve
-// and its fallback would (its choice is made on estimates at fixed rates, so this is the same on
-// every machine). At 90 budgets drawn between the least and store-all's peak, on the bundled
-// chains and on random chains of 5 to 25 stages with byte-sized sizes (up to 10^9, no common
-// factor), the default returns the exact optimum, schedule and all.
-TEST_CASE("property: the default is the exact optimum on the bundled and byte-sized chains") {
+// The default is exact wherever its estimate (`estimate_solve_at`: the same dispatch, costed)
+// says an exact engine fits the default's limits (tuning.hpp `default_exact_seconds`,
+// `default_exact_bytes`), which on these chains it always does (the choice is made on estimates
+// at fixed rates: the same on every machine); and a chain's options never make it slower than on
+// the same chain without them (each stage's first option only). The bundled chains, and random
+// chains of 5 to 30 stages with byte-sized sizes (up to 10^9, no common factor), half of them with
+// up to four options per stage, at budgets drawn between the least and store-all's peak: the
+// exact optimum, schedule and all.
+TEST_CASE("property: the default is exact where its estimate allows, and options never slow it") {
   std::vector<std::pair<std::string, chain>> chains;
   for (const auto& e :
        std::filesystem::directory_iterator(std::string(REMAT_SOURCE_DIR) + "/examples/chains"))
     if (e.path().extension() == ".json")
       chains.emplace_back(e.path().filename().string(), remat::io::read_chain_file(e.path()).chain);
   REQUIRE(chains.size() >= 5);
-  std::mt19937_64 rng(41);
-  for (int n = 0; n < remat::testing::trials(16); ++n)
-    chains.emplace_back(
-        "random " + std::to_string(n),
-        random_chain(rng, {.min_stages = 5, .max_stages = 25, .max_size = 1000000000}));
+  std::mt19937_64 rng(49);
+  for (int n = 0; n < remat::testing::trials(24); ++n) {
+    chain c = random_chain(rng, {.min_stages = 5, .max_stages = 30, .max_size = 1000000000});
+    if (n % 2 == 1) remat::testing::add_random_options(rng, c, 4, 1000000000);
+    chains.emplace_back("random " + std::to_string(n), std::move(c));
+  }
+  int with_options = 0;
   for (const auto& named : chains) {
     const std::string& name = named.first;  // (clang 14 captures no structured binding)
     const chain& c = named.second;
     CAPTURE(name);
+    INFO(chain_text(c));
+    const std::optional<chain> plain = remat::detail::first_options_only(c);
+    with_options += plain ? 1 : 0;
     const size_type least = remat::solve_optimal(c, 0).min_feasible_budget;
     const size_type top = store_all_replay(c).peak_memory;
     std::uniform_int_distribution<size_type> budget(least, top);
-    for (int k = 0; k < remat::testing::trials(90); ++k) {
+    for (int k = 0; k < remat::testing::trials(12); ++k) {
       const size_type b = budget(rng);
       CAPTURE(b);
+      const remat::solve_estimate e = remat::estimate_solve_at(c, b);
       const solve_result by_default = remat::solve_optimal(c, b);
       const solve_result exact_run = remat::solve_optimal(c, b, exact);
       REQUIRE(by_default.feasible);
+      CHECK(e.within_limits);
+      CHECK(e.exact);
+      CHECK(by_default.exact == e.exact);
+      CHECK(by_default.unit == 1);
+      CHECK(by_default.schedule.makespan == exact_run.schedule.makespan);
+      CHECK(by_default.schedule.ops == exact_run.schedule.ops);
+      if (!plain) continue;
+      const solve_result without = remat::solve_optimal(*plain, b);
+      if (without.feasible) CHECK(by_default.schedule.makespan <= without.schedule.makespan);
+    }
+  }
+  CHECK(with_options > remat::testing::trials(8));
+}
+
+// Where the default falls back (no allowance left for an exact engine), a chain with options
+// gets the faster of the 500-slot schedule and the default's schedule of the same chain without
+// its options: never slower than that, and bounded against its own exact optimum.
+TEST_CASE("property: the default's fallback with options is never slower than without them") {
+  std::mt19937_64 rng(50);
+  int plain_faster = 0, compared = 0;
+  for (int n = 0; n < remat::testing::trials(30); ++n) {
+    chain c = random_chain(rng, {.min_stages = 8, .max_stages = 30, .max_size = 1000000});
+    remat::testing::add_random_options(rng, c, 3, 1000000);
+    const std::optional<chain> plain = remat::detail::first_options_only(c);
+    if (!plain) continue;
+    INFO(chain_text(c));
+    const size_type top = store_all_replay(c).peak_memory;
+    for (const double share : {0.3, 0.5, 0.8}) {
+      const auto b = static_cast<size_type>(share * static_cast<double>(top));
+      CAPTURE(b);
+      remat::detail::dp_choice p = remat::detail::choose(c, b, {}, remat::solver::optimal);
+      auto* engines = std::get_if<remat::detail::engines_step>(&p.step);
+      if (engines == nullptr) continue;  // settled
+      engines->allowance = 0;
+      REQUIRE(engines->fallback);
+      const solve_result r = remat::detail::run(c, p, {});
+      const solve_result without = remat::solve_optimal(*plain, b);
+      const solve_result slots = remat::solve_optimal(c, b, {.slots = 500});
+      const solve_result optimum = remat::solve_optimal(c, b, exact);
+      if (!without.feasible) continue;
+      ++compared;
+      REQUIRE(r.feasible);
+      CHECK(r.schedule.makespan <= without.schedule.makespan);
+      if (slots.feasible) CHECK(r.schedule.makespan <= slots.schedule.makespan);
+      if (slots.feasible && without.schedule.makespan < slots.schedule.makespan) {
+        ++plain_faster;
+        CHECK(r.schedule.ops == without.schedule.ops);
+      }
+      CHECK(r.schedule.makespan >= optimum.schedule.makespan);
+      CHECK(r.schedule.makespan <= (1 + r.makespan_loss) * optimum.schedule.makespan * (1 + 1e-12));
+      const replay_result sim = remat::simulate(c, r.schedule.ops);
+      CHECK(sim.valid());
+      CHECK(sim.peak_memory <= b);
+    }
+  }
+  CHECK(compared > remat::testing::trials(30));
+  CHECK(plain_faster > 0);
+}
+
+// The zoo's chains (all but ResNet-1001, whose exact solves take seconds: bench_solver_scaling,
+// `default/resnet1001/*`) and op graphs, with and without block options: at 20%, 50% and 90% of
+// store-all's peak the estimate allows the exact engines and the default is the exact optimum,
+// and a graph's block options never make it slower.
+TEST_CASE("the zoo's chains and graphs: the default is exact, and block options never slow it") {
+  std::vector<std::pair<std::string, chain>> chains;
+  for (const std::string_view m : remat::zoo::model_names)
+    if (m != "resnet1001") chains.emplace_back(std::string(m), remat::zoo::build(m).chain);
+  for (const std::string_view m : {"resnet50", "densenet121", "gpt2-small", "unet"}) {
+    const remat::graph g = remat::zoo::build_graph(m, {}).graph;
+    chains.emplace_back(std::string(m) + " graph", remat::linearize(g).chain);
+    chains.emplace_back(std::string(m) + " graph, block options",
+                        remat::linearize(g, {.block_options = true}).chain);
+  }
+  std::vector<double> without_options;
+  size_type top_without = 0;
+  for (const auto& named : chains) {
+    const std::string& name = named.first;  // (clang 14 captures no structured binding)
+    const chain& c = named.second;
+    CAPTURE(name);
+    const size_type top = store_all_replay(c).peak_memory;
+    const bool options = name.ends_with("block options");
+    // Option 0 of a block is plain autograd: the same store-all peak as without options.
+    if (options) CHECK(top == top_without);
+    top_without = top;
+    std::size_t k = 0;
+    for (const double share : {0.2, 0.5, 0.9}) {
+      const auto b = static_cast<size_type>(share * static_cast<double>(top));
+      CAPTURE(b);
+      const solve_result by_default = remat::solve_optimal(c, b);
+      const solve_result exact_run = remat::solve_optimal(c, b, exact);
+      const remat::solve_estimate e = remat::estimate_solve_at(c, b);
+      CHECK(by_default.feasible == exact_run.feasible);
+      const double makespan = by_default.feasible ? by_default.schedule.makespan : infinite;
+      if (!options) {
+        without_options.push_back(makespan);
+      } else {
+        // (The graph's chain without block options came just before, at the same budgets.)
+        CHECK(makespan <= without_options[without_options.size() - 3 + k]);
+        ++k;
+      }
+      if (!by_default.feasible) continue;
+      CHECK(e.exact);
       CHECK(by_default.exact);
       CHECK(by_default.schedule.makespan == exact_run.schedule.makespan);
-      // (Where 500 slots were proven optimal by their bound, the unit is theirs.)
-      if (by_default.unit == 1) CHECK(by_default.schedule.ops == exact_run.schedule.ops);
     }
   }
 }

@@ -76,7 +76,7 @@ void for_each_choice(const chain& c, F f) {
 }
 
 size_type store_all_peak(const chain& c) {
-  return remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length())))
+  return remat::simulate(c, remat::detail::store_all_ops(static_cast<std::int32_t>(c.length())))
       .peak_memory;
 }
 

@@ -58,7 +58,7 @@ TEST_CASE("sequential: the ops of checkpointed runs and of the last run") {
   CHECK(detail::sequential_ops(3, 3) == ops({f_ck(0), f_ck(1), f_all(2), loss_op(3), backward(2),
                                              f_all(1), backward(1), f_all(0), backward(0)}));
   for (std::int32_t length = 1; length <= 20; ++length)
-    CHECK(detail::sequential_ops(length, 1) == store_all_ops(length));
+    CHECK(detail::sequential_ops(length, 1) == remat::detail::store_all_ops(length));
 }
 
 TEST_CASE("sequential: every segment count replays to the closed-form makespan") {

@@ -29,7 +29,7 @@ constexpr chain distinct() {
   return c;
 }
 
-static_assert(remat::store_all_ops(2) ==
+static_assert(remat::detail::store_all_ops(2) ==
               std::vector<remat::op>{remat::f_all(0), remat::f_all(1), remat::loss_op(2),
                                      remat::backward(1), remat::backward(0)});
 static_assert(remat::solve_store_all(distinct(), 96).schedule.makespan == 127);
@@ -40,18 +40,18 @@ static_assert(!remat::solve_store_all(distinct(), 95).feasible);
 TEST_CASE("the ops") {
   using remat::backward;
   using remat::f_all;
-  CHECK(remat::store_all_ops(1) ==
+  CHECK(remat::detail::store_all_ops(1) ==
         std::vector<remat::op>{f_all(0), remat::loss_op(1), backward(0)});
-  CHECK(remat::store_all_ops(3) == std::vector<remat::op>{f_all(0), f_all(1), f_all(2),
-                                                          remat::loss_op(3), backward(2),
-                                                          backward(1), backward(0)});
+  CHECK(remat::detail::store_all_ops(3) == std::vector<remat::op>{f_all(0), f_all(1), f_all(2),
+                                                                  remat::loss_op(3), backward(2),
+                                                                  backward(1), backward(0)});
 }
 
 TEST_CASE("feasible exactly from its peak") {
   const chain c = distinct();
   const solve_result r = remat::solve_store_all(c, 96);
   REQUIRE(r.feasible);
-  CHECK(r.schedule.ops == remat::store_all_ops(3));
+  CHECK(r.schedule.ops == remat::detail::store_all_ops(3));
   CHECK(r.schedule.makespan == 127);
   CHECK(r.schedule.peak_memory == 96);
   CHECK(r.min_feasible_budget == 96);
@@ -90,7 +90,7 @@ TEST_CASE("property: time sum fw + sum bw, peak as replayed") {
     double time = c.loss_time;
     for (const remat::stage& s : c.stages) time += s.forward_time + s.backward_time;
     const remat::replay_result sim =
-        remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length())));
+        remat::simulate(c, remat::detail::store_all_ops(static_cast<std::int32_t>(c.length())));
     REQUIRE(sim.valid());
     const solve_result r = remat::solve_store_all(c, sim.peak_memory);
     REQUIRE(r.feasible);

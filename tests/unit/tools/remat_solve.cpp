@@ -268,7 +268,7 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
   TEST_CASE("--in-flight K: the schedule keeps peak + (K - 1) x retained within the budget") {
     const remat::io::chain_file f = remat::io::read_chain_file(tiny);
     const remat::replay_result all = remat::simulate(
-        f.chain, remat::store_all_ops(static_cast<std::int32_t>(f.chain.length())));
+        f.chain, remat::detail::store_all_ops(static_cast<std::int32_t>(f.chain.length())));
     // Halfway from the least budget with 3 in flight to what store-all needs with them: store-all
     // does not fit, a schedule that retains less does.
     const long long least =
@@ -328,7 +328,7 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     CHECK(j["peak_memory"].get<long long>() == r.peak_memory);
     CHECK(r.peak_memory <= 45000000);
 
-    const auto all = remat::store_all_ops(static_cast<std::int32_t>(f.chain.length()));
+    const auto all = remat::detail::store_all_ops(static_cast<std::int32_t>(f.chain.length()));
     const remat::replay_result s = remat::simulate(f.chain, std::span<const remat::op>(all));
     CHECK(j["store_all_makespan"].get<double>() == s.makespan);
     CHECK(j["store_all_memory"].get<long long>() == s.peak_memory);
@@ -447,7 +447,7 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     CHECK(r.out.starts_with("chain      resnet101-b32-224-fp32 (35 stages"));
 
     const remat::io::chain_file f = remat::io::read_chain_file(resnet101);
-    const auto all = remat::store_all_ops(static_cast<std::int32_t>(f.chain.length()));
+    const auto all = remat::detail::store_all_ops(static_cast<std::int32_t>(f.chain.length()));
     const remat::replay_result base = remat::simulate(f.chain, std::span<const remat::op>(all));
     const long long least =
         remat::solve_optimal(f.chain, 0, {.slots = remat::exact_units}).min_feasible_budget;
@@ -602,7 +602,7 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
       const remat::io::chain_file f = remat::io::read_chain_file(path);
       const remat::chain& c = f.chain;
       const auto L = static_cast<std::int32_t>(c.length());
-      const auto all = remat::store_all_ops(L);
+      const auto all = remat::detail::store_all_ops(L);
       const remat::replay_result base = remat::simulate(c, std::span<const remat::op>(all));
       const long long least = remat::solve_optimal(c, 0).min_feasible_budget;
       const long long least_exact =

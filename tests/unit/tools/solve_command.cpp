@@ -242,7 +242,7 @@ TEST_CASE("stage_requirement (--info): no schedule at all fits below it, and sto
     CHECK(largest <= least);
     // On a one-stage chain with a free loss it is exactly the store-all peak.
     if (c.length() == 1 && c.loss_overhead == 0) {
-      const auto all = remat::store_all_ops(1);
+      const auto all = remat::detail::store_all_ops(1);
       CHECK(remat::tools::stage_requirement(c, 0) ==
             remat::simulate(c, std::span<const remat::op>(all)).peak_memory);
     }
@@ -319,7 +319,7 @@ remat::tools::solve_report report_of(const remat::io::chain_file& f, std::vector
   rep.result.min_feasible_budget = budget;
   rep.result.schedule.ops = std::move(ops);
   rep.replayed = remat::simulate(f.chain, std::span<const remat::op>(rep.result.schedule.ops));
-  const auto all = remat::store_all_ops(static_cast<std::int32_t>(f.chain.length()));
+  const auto all = remat::detail::store_all_ops(static_cast<std::int32_t>(f.chain.length()));
   rep.store_all = remat::simulate(f.chain, std::span<const remat::op>(all));
   return rep;
 }
@@ -380,7 +380,8 @@ TEST_CASE("transfer ops: {op, tensor, index} in --json, O(k,a) in the report, no
   g.time_unit = "ms";
   g.memory_unit = "bytes";
   g.chain.transfer = {47e6, 55e6};
-  const std::string g_text = remat::tools::format_report(report_of(g, remat::store_all_ops(2), 30));
+  const std::string g_text =
+      remat::tools::format_report(report_of(g, remat::detail::store_all_ops(2), 30));
   CHECK(g_text.find("\ntransfer   offload 47000000 bytes/ms (47 GB/s), prefetch 55000000 "
                     "bytes/ms (55 GB/s)\n") != std::string::npos);
   CHECK(g_text.find("transfers") == std::string::npos);

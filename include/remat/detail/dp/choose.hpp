@@ -10,8 +10,8 @@
 // * The whole frontier DP where the chain's sums round or its sizes pass 2^52.
 // * The exact engines (`exact_units`, and the default `auto_slots`), each within what is left of
 //   an allowance: the limits when exact is asked for (refused where none finishes), by default
-//   shares of the time the 500-slot solve is estimated at (`default_engines`), with that DP as
-//   the fallback.
+//   the default's own limits (`default_engines`: tuning.hpp's `default_exact_seconds` and
+//   `default_exact_bytes`), with the 500-slot DP as the fallback past them.
 // * In constant evaluation: the frontier DP capped at the budget, without estimates or limits.
 #pragma once
 
@@ -29,6 +29,7 @@
 #include <remat/solver_options.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <type_traits>
@@ -39,7 +40,7 @@
 namespace remat::detail {
 
 enum class dp_mode : std::uint8_t {
-  automatic,  // `auto_slots`: exact where cheap, else 500 slots with a bound
+  automatic,  // `auto_slots`: exact within the default's limits, else 500 slots with a bound
   exact,      // `exact_units`: exact within the limits, or refused
   slots,      // N slots: Rotor's DP
 };
@@ -83,18 +84,13 @@ struct slotted_dp {
 // The steps a solve can take.
 struct settled_step {};   // the fastest schedule fits, or nothing does: no DP over memory
 struct slots_step {};     // Rotor's DP on `dp_choice::slotted`
-struct whole_step {       // the whole frontier DP, exact within the limits; refused past them:
-  bool fallback = false;  // by default, the 500-slot DP; else the refusal
+struct whole_step {       // the whole frontier DP, exact within the limits (by default, the
+  bool fallback = false;  // default's); past them, by default the 500-slot DP, else the refusal
 };
-struct engines_step {             // the exact engines at the budget, each within what is left of:
-  double allowance = 0;           // seconds at the estimates' rates: the search and the dense DP
-  double frontier_allowance = 0;  // the frontier DP (its probe included)
-  bool fallback = false;          // none finishes: the 500-slot DP with its bound, else a refusal
-  frontier_limits limits;         // what the frontier DP may spend
-
-  [[nodiscard]] constexpr double allowance_of(bool frontier) const noexcept {
-    return frontier ? frontier_allowance : allowance;
-  }
+struct engines_step {      // the exact engines at the budget, each within what is left of:
+  double allowance = 0;    // seconds at the estimates' rates, the frontier DP's probe included
+  bool fallback = false;   // none finishes: the 500-slot DP with its bound, else a refusal
+  frontier_limits limits;  // the table limit (by default, the default's) and the frontier's rate
 };
 struct constant_step {};  // constant evaluation: the frontier DP capped at the budget
 
@@ -144,31 +140,41 @@ constexpr slotted_dp plan_slots(const chain& c, const dp_request& r,
   return s;
 }
 
-// The default's exact engines. The 500-slot solve's estimate S (with its least budget, as a user
-// runs it) sets what they may spend, and its DP is the fallback, with the bound's DP (on
-// `auto_bound_slots` memories), F in all:
-// * the search and the dense DP get `auto_exact_share` S: the search can give up having spent it;
-// * the frontier DP gets `auto_frontier_share` S + F: it resumes from its probe, its projection
-//   holds, and where it finishes the fallback's F is not spent; its rate is kept below the
-//   measured one like the others', so the share says what it may cost at the measured rates
-//   (benchmarks/solver_scaling.cpp, `default/*`, keeps the default within 2x of 500 slots).
-// Where the fallback would pass the limits, the exact engines get the limits, as when exact is
-// asked for; elsewhere the exact attempts, the fallback and its bound together stay within
-// `max_estimated_seconds`.
+// `c` with each stage's first option only, where any stage lists several: the same chain without
+// its options (option 0 of a graph's block is plain autograd), whose schedules are schedules of
+// `c`. The default is never slower on `c` than on it.
+inline std::optional<chain> first_options_only(const chain& c) {
+  if (std::ranges::none_of(c.stages, [](const stage& s) { return s.options.size() > 1; }))
+    return std::nullopt;
+  chain plain = c;
+  for (stage& s : plain.stages)
+    if (s.options.size() > 1) s.options.resize(1);
+  return plain;
+}
+
+// The default's limits on an exact solve: those of `options`, within tuning.hpp's
+// `default_exact_seconds` and `default_exact_bytes`.
+inline solve_options default_exact_limits(const solve_options& options) {
+  solve_options o = options;
+  o.max_estimated_seconds = std::min(options.max_estimated_seconds, tuning.default_exact_seconds);
+  const auto bytes = static_cast<std::size_t>(tuning.default_exact_bytes);
+  o.max_table_bytes = std::min(options.max_table_bytes.value_or(default_table_limit()), bytes);
+  return o;
+}
+
+// The default's exact engines: within `default_exact_limits` and what the limits of `options`
+// leave beside the least-memory DP and the fallback (the 500-slot DP `s` and its bound's DP on
+// `auto_bound_slots` memories). Where that fallback itself would pass the limits, the exact
+// engines get the limits, as when exact is asked for, and none finishing is a refusal.
 inline engines_step default_engines(const slotted_dp& s, double need_seconds,
                                     const solve_options& options, frontier_limits limits) {
-  const double slots_seconds = s.need_seconds + s.dense_seconds;
   const double fallback_seconds =
       s.dense_seconds * (1 + static_cast<double>(tuning.auto_bound_slots) / rotor_slots);
   const double room = options.max_estimated_seconds - need_seconds - fallback_seconds;
   const bool fallback = !(room < 0) && !(s.dense_bytes > static_cast<double>(limits.byte_limit));
-  if (!fallback)
-    return {options.max_estimated_seconds, options.max_estimated_seconds, false, limits};
-  auto within = [&](double seconds) {
-    return std::min(room, std::max(tuning.auto_min_exact_seconds, seconds));
-  };
-  return {within(tuning.auto_exact_share * slots_seconds),
-          within(tuning.auto_frontier_share * slots_seconds + fallback_seconds), true, limits};
+  if (!fallback) return {options.max_estimated_seconds, false, limits};
+  limits.byte_limit = std::min(limits.byte_limit, *default_exact_limits(options).max_table_bytes);
+  return {std::min(room, tuning.default_exact_seconds), true, limits};
 }
 
 // What `which` runs on `c` at `budget` under `options` (the chain validated by the caller).
@@ -210,20 +216,9 @@ constexpr dp_choice choose(const chain& c, size_type budget, const solve_options
   if (constant) return choice(constant_step{});
   const frontier_limits limits = frontier_limits_of(md.L, options, r.threads);
   if (r.mode == dp_mode::exact)
-    return choice(
-        engines_step{options.max_estimated_seconds, options.max_estimated_seconds, false, limits});
+    return choice(engines_step{options.max_estimated_seconds, false, limits});
   slotted = plan_slots(c, r, fastest, options, rotor_slots);
   return choice(default_engines(*slotted, least.seconds, options, limits));
-}
-
-// The most the default spends at the choice's budget: the exact engines' allowances and the
-// fallback's DP (a sweep weighs one whole frontier against this per budget).
-inline double default_seconds(const dp_choice& d, const solve_options& options) {
-  if (std::holds_alternative<whole_step>(d.step)) return options.max_estimated_seconds;
-  if (const auto* e = std::get_if<engines_step>(&d.step))
-    return std::max(e->frontier_allowance,
-                    e->allowance + (d.slotted ? d.slotted->dense_seconds : 0));
-  return tuning.auto_min_exact_seconds;
 }
 
 }  // namespace remat::detail

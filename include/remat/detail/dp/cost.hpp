@@ -199,14 +199,15 @@ constexpr double frontier_least_work(std::int32_t L) noexcept {
                                          double seconds, double bytes, const solve_options& options,
                                          std::size_t byte_limit) {
   std::string text(solver_name);
-  text += ": refused: the exact DP for " + std::to_string(c.length()) +
-          " stages is estimated at up to " + readable_seconds(seconds) + " and " +
-          readable_bytes(bytes) + " (limit " + readable_seconds(options.max_estimated_seconds) +
-          ", max_estimated_seconds, and " + readable_bytes(static_cast<double>(byte_limit)) +
-          ", max_table_bytes). Use the default solve (exact where that is cheap, within a stated "
-          "bound of it elsewhere), slots (--slots N), coarser stages (merge consecutive stages "
-          "into one), or another solver (chen-greedy, revolve and sequential answer long chains "
-          "in seconds)";
+  text +=
+      ": refused: the exact DP for " + std::to_string(c.length()) +
+      " stages is estimated at up to " + readable_seconds(seconds) + " and " +
+      readable_bytes(bytes) + " (limit " + readable_seconds(options.max_estimated_seconds) +
+      ", max_estimated_seconds, and " + readable_bytes(static_cast<double>(byte_limit)) +
+      ", max_table_bytes). Use the default solve (exact within about 10 s and 2 GiB, within a "
+      "stated bound of it past them), slots (--slots N), coarser stages (merge consecutive stages "
+      "into one), or another solver (chen-greedy, revolve and sequential answer long chains "
+      "in seconds)";
   throw_solver_error(text);
 }
 

@@ -52,8 +52,7 @@ struct exact_attempt {
 
 // How long the frontier DP runs before the exact engines are weighed (it resumes from there).
 constexpr double probe_seconds_of(const engines_step& e) noexcept {
-  return std::min(tuning.frontier_probe_share * e.frontier_allowance,
-                  tuning.frontier_probe_seconds);
+  return std::min(tuning.frontier_probe_share * e.allowance, tuning.frontier_probe_seconds);
 }
 
 // The probe, and the engines' estimates at the budget: the frontier DP capped there, projected
@@ -103,14 +102,14 @@ inline exact_attempt start_exact(const dp_choice& d, const engines_step& e) {
   return a;
 }
 
-// What is left of `x`'s allowance.
-inline double left_for(const engines_step& e, const exact_attempt& a, const exact_candidate& x) {
-  return e.allowance_of(x.engine == exact_engine::frontier) - a.spent;
+// What is left of the allowance.
+inline double left_for(const engines_step& e, const exact_attempt& a) {
+  return e.allowance - a.spent;
 }
 
-// Whether `x` fits what is left of its allowance and the table limit.
+// Whether `x` fits what is left of the allowance and the table limit.
 inline bool affordable(const engines_step& e, const exact_attempt& a, const exact_candidate& x) {
-  return !(x.seconds > left_for(e, a, x)) && !(x.bytes > static_cast<double>(e.limits.byte_limit));
+  return !(x.seconds > left_for(e, a)) && !(x.bytes > static_cast<double>(e.limits.byte_limit));
 }
 
 // The refusal of an exact solve no engine finished within the limits, with the estimate of the

@@ -11,11 +11,11 @@
 #include <remat/detail/dp/model.hpp>
 #include <remat/detail/dp/platform.hpp>
 #include <remat/detail/dp/tuning.hpp>
+#include <remat/detail/store_all_ops.hpp>
 #include <remat/detail/verify/finish.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
 #include <remat/solver_options.hpp>
-#include <remat/solvers/store_all.hpp>
 
 #include <algorithm>
 #include <cstddef>

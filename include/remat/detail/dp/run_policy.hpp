@@ -199,11 +199,13 @@ struct run_policy {
                            d.request.which);
   }
 
-  // The whole frontier; nullopt where it passes the limits and the step falls back.
+  // The whole frontier; nullopt where it passes the limits (by default, the default's) and the
+  // step falls back.
   std::optional<solve_result> whole(const dp_choice& d, const whole_step& w) const {
     try {
-      return whole_frontier_at(c, make_whole_frontier(c, options, d.request.which),
-                               d.request.budget, d.request.which);
+      const solve_options limits = w.fallback ? default_exact_limits(options) : options;
+      return whole_frontier_at(c, make_whole_frontier(c, limits, d.request.which), d.request.budget,
+                               d.request.which);
     } catch (const solver_error&) {
       if (!w.fallback) throw;
     }
@@ -267,12 +269,32 @@ struct run_policy {
     refuse_exact(c, d, e, options, a.weighed);
   }
 
-  // No exact engine finished: the 500-slot schedule, bounded. Sizes rounded up to slots can pass
-  // a budget that the chain's own sizes fit (near the exact least budget): the least-memory DP's
-  // schedule fits from that least budget up.
-  solve_result fallback(const dp_choice& d, const engines_step&, exact_attempt& a) const {
+  // `own`, or the schedule of the same chain without its options (`plain`) where that is faster:
+  // replayed on `c`, where it runs each stage's first option; exact only on that other chain.
+  solve_result faster(const dp_choice& d, solve_result own,
+                      std::optional<solve_result> plain) const {
+    if (!plain || !plain->feasible ||
+        (own.feasible && !(plain->schedule.makespan < own.schedule.makespan)))
+      return own;
+    solve_result r = finish(c, d.request.which, d.request.budget, std::move(plain->schedule.ops),
+                            plain->schedule.makespan);
+    const size_type least = own.min_feasible_budget;
+    r.min_feasible_budget = least == solve_result::no_budget
+                                ? plain->min_feasible_budget
+                                : std::min(least, plain->min_feasible_budget);
+    r.unit = plain->unit;
+    return r;
+  }
+
+  // No exact engine finished: the 500-slot schedule, or the chain's schedule without its options
+  // where faster (`plain`), bounded. Sizes rounded up to slots can pass a budget that the chain's
+  // own sizes fit (near the exact least budget): the least-memory DP's schedule fits from that
+  // least budget up.
+  solve_result fallback(const dp_choice& d, const engines_step&, exact_attempt& a,
+                        std::optional<solve_result> plain) const {
     solve_result r = run_slots(c, d, *d.slotted, options, d.min_feasible_budget);
     if (!r.feasible) r = least_peak_result(c, d);
+    r = faster(d, std::move(r), std::move(plain));
     if (r.exact) return r;
     if (!a.lower_bounds) {
       const size_type m = d.request.budget - d.md.x[0];

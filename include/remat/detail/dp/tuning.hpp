@@ -34,21 +34,24 @@ struct tuning_constants {
   double search_max_rounding_loss = 0.25;  // of m, lost by the bounds' unit: no search above
   std::int32_t search_max_stages = 1000;   // its recursion depth (stack), not a speed
 
-  // The default solve (`auto_slots`, detail/dp/choose.hpp `default_engines`): the search and the
-  // dense DP get `auto_exact_share` of the time the 500-slot solve is estimated at, the frontier
-  // DP `auto_frontier_share` of it and the fallback's own estimate (it resumes from its probe,
-  // and where it finishes the fallback is not run), each at least `auto_min_exact_seconds`;
-  // where none finishes within it, the 500-slot DP and its bound run (bench_solver_scaling,
-  // `default/*`: time_ratio, exact; and the property test of tests/unit/solvers/optimal.cpp).
-  double auto_exact_share = 1.0;
-  double auto_frontier_share = 2.0;
+  // The default solve (`auto_slots`, detail/dp/choose.hpp `default_engines`). A schedule is
+  // planned once per training run, so the default runs the exact engines, cheapest first, until
+  // one finishes, within `default_exact_seconds` (at the estimates' rates, on one thread) and
+  // tables of at most `default_exact_bytes`; only past them does it return the 500-slot schedule
+  // with its bound. bench_solver_scaling, `default/*` (counters `exact`, `est_s`): the zoo's
+  // costliest exact solve (ResNet-1001, 335 stages) is estimated at up to 4.1 s and takes about
+  // 1 s, so 10 s keeps every zoo chain exact with room for a slower machine; `synthetic-200` and
+  // longer, whose sizes share no factor, are estimated past it and fall back.
+  double default_exact_seconds = 10;
+  // bench_solver_scaling, `default/*` (counter `est_bytes`): the zoo's largest exact tables are
+  // estimated at up to 0.6 GiB (ResNet-1001); 2 GiB leaves that room beside a training run.
+  double default_exact_bytes = 2.0 * 1024 * 1024 * 1024;
   // How long the frontier DP runs before its projection is weighed against the other exact
   // engines' estimates, and how many times its lower bounds' DP the search is estimated to take
   // in all (`search/*`, `default/*`).
   double frontier_probe_seconds = 0.001;
   double frontier_probe_share = 0.5;  // of the allowance, at most: the probe leaves the rest
   double search_cost_factor = 2;
-  double auto_min_exact_seconds = 0.001;
   size_type auto_bound_slots = 250;  // memories of the bound's DP (sizes rounded down)
 
   // The offload solver by default (solvers/offload.hpp, detail/dp/dispatch.hpp `run_spine`): its

@@ -76,7 +76,7 @@ TEST_CASE("property: store is where the no-recomputation schedule fits, S its ti
         md, remat::detail::persistent_need(md), dp_branches::tape_and_checkpoint);
     const std::size_t root = remat::detail::interval_index(md.L, 0, md.L);
     const remat::replay_result all =
-        remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length())));
+        remat::simulate(c, remat::detail::store_all_ops(static_cast<std::int32_t>(c.length())));
     CHECK(md.x[0] + b.store[root] == all.peak_memory);
     CHECK(b.S[root] == all.makespan);
     CHECK(b.need[root] <= b.store[root]);

@@ -171,7 +171,8 @@ TEST_CASE("property: solve_optimal's schedule is the reference's, whatever the t
     roughen_times(c, rng);
     INFO(remat::testing::chain_text(c));
     const size_type top =
-        remat::simulate(c, remat::store_all_ops(static_cast<std::int32_t>(c.length()))).peak_memory;
+        remat::simulate(c, remat::detail::store_all_ops(static_cast<std::int32_t>(c.length())))
+            .peak_memory;
     const size_type budget = std::uniform_int_distribution<size_type>(top / 3, top + 10)(rng);
     const size_type slots = std::uniform_int_distribution<size_type>(20, 80)(rng);
     CAPTURE(budget);
@@ -185,15 +186,17 @@ TEST_CASE("property: solve_optimal's schedule is the reference's, whatever the t
     ++feasible;
     if (top <= budget) {
       // Store-all fits in bytes: the solve returns it, whether or not the rounded DP fits it.
-      CHECK(one.schedule.ops == remat::store_all_ops(static_cast<std::int32_t>(c.length())));
+      CHECK(one.schedule.ops ==
+            remat::detail::store_all_ops(static_cast<std::int32_t>(c.length())));
       continue;
     }
     const model md = remat::detail::make_model(c, one.unit);
     const size_type M =
-        std::min(budget / one.unit,
-                 remat::simulate(remat::detail::to_chain(md),
-                                 remat::store_all_ops(static_cast<std::int32_t>(c.length())))
-                     .peak_memory) -
+        std::min(
+            budget / one.unit,
+            remat::simulate(remat::detail::to_chain(md),
+                            remat::detail::store_all_ops(static_cast<std::int32_t>(c.length())))
+                .peak_memory) -
         md.x[0];
     const reference_table ref = remat::detail::reference_dp(md, std::max<size_type>(M, 0));
     const double dp = M < 0 ? remat::detail::infinite_time : ref.value[ref.at(0, md.L, M)];
@@ -269,13 +272,13 @@ TEST_CASE("the table-memory guard refuses before allocating, with a clear messag
   o.max_size = 1000;
   const chain c = remat::testing::random_chain(rng, o);
   // Below store-all's peak, where the DP runs (at it, store-all is returned without a table).
-  const size_type budget = remat::simulate(c, remat::store_all_ops(30)).peak_memory * 3 / 4;
+  const size_type budget = remat::simulate(c, remat::detail::store_all_ops(30)).peak_memory * 3 / 4;
   const remat::solve_result fits = remat::solve_optimal(c, budget, {.slots = 300});
   REQUIRE(fits.feasible);
   // The estimate is exact: the table of this solve takes exactly `bytes`.
   const model md = remat::detail::make_model(c, fits.unit);
   const size_type store_all =
-      remat::simulate(remat::detail::to_chain(md), remat::store_all_ops(30)).peak_memory;
+      remat::simulate(remat::detail::to_chain(md), remat::detail::store_all_ops(30)).peak_memory;
   const size_type M = std::min(budget / fits.unit, store_all) - md.x[0];
   const remat::detail::interval_bounds b = remat::detail::make_interval_bounds(
       md, remat::detail::persistent_need(md), dp_branches::tape_and_checkpoint);
