@@ -46,6 +46,6 @@ def favour_options(m):
     entry.profile.chain = remat.Chain(stages, input_size=c.input_size, loss_time=c.loss_time,
                                       loss_overhead=c.loss_overhead, time_unit="ms",
                                       memory_unit="bytes")
-    entry.plans.clear()
-    entry.store_all_peak = None
+    entry.schedules.clear()
+    entry.store_all_result = None
     entry.least_budgets.clear()
