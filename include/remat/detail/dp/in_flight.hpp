@@ -311,13 +311,18 @@ inline frontier_table in_flight_table(const chain& c, const model& md, size_type
   return t;
 }
 
-// The most values of `retained` the search tries (each a walk over the spine).
+// The most values of `retained` the search tries (each a walk over the spine), and the most the
+// default tries on the chain's own sizes before it takes `rotor_slots` slots (at most that many
+// values): bench_in_flight, where the zoo's chains up to ResNet-152 have at most about 700 and
+// DenseNet-121 about 20000, whose walks take minutes.
 inline constexpr std::size_t in_flight_max_candidates = std::size_t{1} << 20;
+inline constexpr std::size_t in_flight_auto_candidates = 2000;
 
 // `which` (optimal, checkpoint-only) on `c` at `budget` with `options.in_flight` = K > 1
 // micro-batches in flight. The unit: the chain's own sizes for `exact_units`, N slots of the
 // budget for N, and by default the chain's own sizes where the frontier DP finishes within the
-// limits, else `rotor_slots` slots (sizes rounded up: the schedule keeps the constraint).
+// limits and the candidates are at most `in_flight_auto_candidates`, else `rotor_slots` slots
+// (sizes rounded up: the schedule keeps the constraint; `exact` false).
 inline solve_result solve_in_flight(const chain& c, size_type budget, const solve_options& options,
                                     solver which) {
   if (budget < 0) throw_solver_error("the budget must be >= 0");
@@ -331,25 +336,32 @@ inline solve_result solve_in_flight(const chain& c, size_type budget, const solv
 
   const dp_mode mode = mode_of(options.slots);
   size_type unit = mode == dp_mode::slots ? discretize(budget, options.slots).unit : 1;
-  model md = make_model(c, unit);
-  size_type M = budget / unit;
+  model md;
+  size_type M = 0;
   frontier_table t;
-  if (M >= md.x[0]) t = in_flight_table(c, md, M - md.x[0], branches, options, which,
-                                        mode != dp_mode::automatic);
-  if (mode == dp_mode::automatic && !t.complete) {
-    unit = discretize(budget, rotor_slots).unit;
+  std::vector<size_type> sums;  // the values retained - x[0] can take, at most M / K - x[0]
+  // The table and the candidates in `unit`; false where the default should rather take slots
+  // (the table past the limits, or more candidates than `in_flight_auto_candidates`).
+  auto prepare = [&](bool refuse) {
     md = make_model(c, unit);
     M = budget / unit;
-    if (M >= md.x[0]) t = in_flight_table(c, md, M - md.x[0], branches, options, which, true);
+    sums.clear();
+    if (M < md.x[0]) return true;
+    t = in_flight_table(c, md, M - md.x[0], branches, options, which, refuse);
+    if (!t.complete) return false;
+    const size_type top = M / K;  // retained <= M / K: peak >= retained
+    if (top >= md.x[0])
+      sums = spine_retained(md, branches, top - md.x[0], in_flight_max_candidates, name(which));
+    return refuse || sums.size() <= in_flight_auto_candidates;
+  };
+  if (!prepare(mode != dp_mode::automatic)) {
+    unit = discretize(budget, rotor_slots).unit;
+    prepare(true);
   }
   out.unit = unit;
   if (M < md.x[0] || t.frontiers.empty() || t.root().empty()) return out;
 
   const size_type x0 = md.x[0];
-  const size_type top = M / K;  // retained <= M / K: peak >= retained
-  const std::vector<size_type> sums =
-      top < x0 ? std::vector<size_type>{}
-               : spine_retained(md, branches, top - x0, in_flight_max_candidates, name(which));
   in_flight_spine spine(md, t, branches);
   const size_type loss_need = md.x[static_cast<std::size_t>(md.L)] + md.loss_overhead;
   const least_times_by_retained bound_below(md, branches);
