@@ -157,12 +157,6 @@ class in_flight_spine {
     return memo_[static_cast<std::size_t>(i)].at(m).choice;
   }
 
-  [[nodiscard]] std::size_t cells() const {
-    std::size_t n = 0;
-    for (const auto& c : memo_) n += c.size();
-    return n;
-  }
-
  private:
   struct entry {
     double value = infinite_time;
