@@ -5,6 +5,7 @@
 #include "bandwidth_arg.hpp"
 
 #include <remat/io/size.hpp>
+#include <remat/pipeline.hpp>
 #include <remat/solve.hpp>
 
 #include <algorithm>
@@ -58,6 +59,11 @@ struct solve_request {
   /// --in-flight K: micro-batches in flight (docs/pipelines.md); schedules keep
   /// peak + (K - 1) * retained <= budget
   std::size_t in_flight = 1;
+  /// --pipeline P: cut the chain into P ranks (0: no pipeline), under --schedule with
+  /// --micro-batches M (default 2P) micro-batches (docs/pipelines.md)
+  std::size_t pipeline = 0;
+  pipeline_schedule schedule = pipeline_schedule::one_f_one_b;
+  std::size_t micro_batches = 0;
 };
 
 inline std::string usage_text() {
@@ -79,6 +85,8 @@ inline std::string usage_text() {
   std::string text =
       "usage: remat-solve CHAIN.json --budget SIZE [--solver NAME] [--slots auto|exact|N]\n"
       "                   [--coarsen N|auto] [--bandwidth BW] [--in-flight K] [--json]\n"
+      "       remat-solve CHAIN.json --budget SIZE --pipeline P [--schedule 1f1b|gpipe]\n"
+      "                   [--micro-batches M] [--solver NAME] [--slots auto|exact|N] [--json]\n"
       "       remat-solve CHAIN.json --sweep [--points N] [--solver NAME,...] [--csv FILE]"
       " [--plot FILE.svg]\n"
       "                   [--bandwidth BW] [--in-flight K]\n"
@@ -111,6 +119,12 @@ inline std::string usage_text() {
       "  --in-flight K    K micro-batches in flight, as on a pipeline stage (GPipe, 1F1B): the\n"
       "                   K - 1 others each hold what one keeps at the loss ('retained'), so a\n"
       "                   schedule fits when peak + (K - 1) x retained <= budget (default 1)\n"
+      "  --pipeline P     cut the chain into P pipeline ranks of consecutive stages, each with\n"
+      "                   its micro-batches in flight, so that the slowest rank is fastest with\n"
+      "                   SIZE per rank; shows the equal split beside it\n"
+      "  --schedule S     the pipeline's schedule: 1f1b (the default; rank r holds min(M, P - r)\n"
+      "                   micro-batches) or gpipe (every rank holds M)\n"
+      "  --micro-batches M  micro-batches per step (default 2P)\n"
       "  --json           print one JSON object instead of the report (also with --info)\n"
       "  --block-options  (graph files) give each block options that keep fewer of its saved\n"
       "                   values and recompute the others in its backward; --info counts them\n"
@@ -182,7 +196,7 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
   std::vector<std::string_view> positional;
   std::vector<std::string_view> seen;
   std::optional<std::string_view> budget, solver_list, slots, points, coarsen, bandwidth,
-      in_flight;
+      in_flight, pipeline, schedule, micro_batches;
   bool sweep = false, info = false, frontier = false, options_done = false;
 
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -240,6 +254,12 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
       bandwidth = value();
     } else if (option == "--in-flight") {
       in_flight = value();
+    } else if (option == "--pipeline") {
+      pipeline = value();
+    } else if (option == "--schedule") {
+      schedule = value();
+    } else if (option == "--micro-batches") {
+      micro_batches = value();
     } else if (option == "--csv") {
       req.csv = std::string(value());
     } else if (option == "--plot") {
@@ -318,6 +338,29 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
     throw usage_error("--in-flight does not apply to --frontier (use --sweep --in-flight K)");
   if (req.what == command::sweep && given("--json"))
     throw usage_error("--json does not apply to --sweep (use --csv FILE)");
+  if (pipeline) {
+    if (req.what != command::solve) throw usage_error("--pipeline applies only to --budget");
+    if (given("--in-flight"))
+      throw usage_error("--in-flight does not apply to --pipeline (each rank's K follows from "
+                        "--schedule and --micro-batches)");
+    req.pipeline = static_cast<std::size_t>(detail::parse_count("--pipeline", *pipeline));
+    if (schedule) {
+      const auto s = parse_pipeline_schedule(*schedule);
+      if (!s)
+        throw usage_error("--schedule '" + std::string(*schedule) +
+                          "': one of 1f1b, gpipe (schedules that split the backward are not "
+                          "modelled)");
+      req.schedule = *s;
+    }
+    req.micro_batches =
+        micro_batches
+            ? static_cast<std::size_t>(detail::parse_count("--micro-batches", *micro_batches))
+            : 2 * req.pipeline;
+  } else {
+    for (const std::string_view pipeline_only : {"--schedule", "--micro-batches"})
+      if (given(pipeline_only))
+        throw usage_error(std::string(pipeline_only) + " applies only to --pipeline P");
+  }
   if (req.points && *req.points < 2)
     throw usage_error("--points '" + std::string(*points) + "': a sweep needs at least 2 budgets");
   return req;

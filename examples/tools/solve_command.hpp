@@ -5,6 +5,7 @@
 
 #include "graph_input.hpp"
 #include "solve_args.hpp"
+#include "solve_pipeline.hpp"
 #include "solve_report.hpp"
 #include "solve_sweep.hpp"
 
@@ -61,6 +62,11 @@ inline int run_solve(std::span<const std::string_view> args, std::ostream& out, 
     if (req.what == command::frontier) {
       out << format_frontier(file, req);
       return found;
+    }
+    if (req.pipeline > 0) {
+      const pipeline_report rep = compute_pipeline(file, req);
+      out << (req.json ? format_pipeline_json(rep) : format_pipeline(rep));
+      return rep.split.feasible ? found : does_not_fit;
     }
     const solve_report rep = compute_report(file, req);
     // Built completely before anything is written, so a failure leaves stdout empty.

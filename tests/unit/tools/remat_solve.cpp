@@ -1,6 +1,7 @@
 // End-to-end tests of the remat-solve executable: golden outputs, exit statuses, every input
 // error of chain-format.md, budget units, and the JSON form checked against the simulator.
 #include <remat/io/chain_json.hpp>
+#include <remat/pipeline.hpp>
 #include <remat/solve.hpp>
 #include <remat/trade_off.hpp>
 
@@ -309,6 +310,60 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
                                     "offload", "--bandwidth", "25GB/s"});
     CHECK(offload.status == 2);
     CHECK(offload.err.find("micro-batches in flight") != std::string::npos);
+  }
+
+  TEST_CASE("--pipeline P: each rank's ops keep its budget with its K; the split is the library's") {
+    const remat::io::chain_file f = remat::io::read_chain_file(resnet);
+    const std::vector<std::size_t> K =
+        remat::micro_batches_in_flight(remat::pipeline_schedule::one_f_one_b, 3, 6);
+    REQUIRE(K == std::vector<std::size_t>{3, 2, 1});
+    const long long least = remat::split_pipeline(f.chain, 0, K).min_feasible_budget;
+    REQUIRE(least > 0);
+    const long long budget = least + least / 4;
+    const std::string b = std::to_string(budget);
+    const nlohmann::ordered_json j = run_json({resnet, "--budget", b, "--pipeline", "3", "--json"}, 0);
+    CHECK(j["pipeline"] == 3);
+    CHECK(j["schedule"] == "1f1b");
+    CHECK(j["micro_batches"] == 6);  // 2P by default
+    const remat::pipeline_result p = remat::split_pipeline(f.chain, budget, K);
+    REQUIRE(j["ranks"].size() == 3);
+    CHECK(j["slowest"].get<double>() == doctest::Approx(p.slowest));
+    for (std::size_t r = 0; r < 3; ++r) {
+      const auto& rank = j["ranks"][r];
+      CHECK(rank["first"] == p.stages[r].first);
+      CHECK(rank["in_flight"] == K[r]);
+      const remat::chain sc =
+          remat::stage_chain(f.chain, rank["first"].get<std::size_t>(), rank["end"].get<std::size_t>());
+      const std::vector<remat::op> ops = ops_of(rank, sc.length());
+      const remat::replay_result rr = remat::simulate(sc, std::span<const remat::op>(ops));
+      REQUIRE(rr.valid());
+      CHECK(rank["memory"].get<long long>() ==
+            rr.peak_memory + static_cast<long long>(K[r] - 1) * rr.retained);
+      CHECK(rank["memory"].get<long long>() <= budget);
+    }
+    CHECK(j["equal_split"]["starts"] == std::vector<std::size_t>{0, 5, 9});
+    // Below the least budget: exit 1, the least budget per rank, the text says it.
+    const nlohmann::ordered_json no = run_json(
+        {resnet, "--budget", std::to_string(least - 1), "--pipeline", "3", "--json"}, 1);
+    CHECK(no["feasible"] == false);
+    CHECK(no["min_feasible_budget"].get<long long>() == least);
+    const run_result text = run({resnet, "--budget", b, "--pipeline", "3", "--schedule", "gpipe",
+                                 "--micro-batches", "2"});
+    CHECK(text.status == 0);
+    CHECK(text.out.find("3 ranks, gpipe, 2 micro-batches: 2, 2, 2 in flight") != std::string::npos);
+    CHECK(text.out.find("every stage checkpointed") != std::string::npos);
+    check_usage_error({resnet, "--budget", b, "--pipeline", "3", "--schedule", "zb"},
+                      "--schedule 'zb': one of 1f1b, gpipe (schedules that split the backward "
+                      "are not modelled)");
+    check_usage_error({resnet, "--budget", b, "--pipeline", "3", "--in-flight", "2"},
+                      "--in-flight does not apply to --pipeline (each rank's K follows from "
+                      "--schedule and --micro-batches)");
+    check_usage_error({resnet, "--sweep", "--pipeline", "3"}, "--pipeline applies only to --budget");
+    check_usage_error({resnet, "--budget", b, "--micro-batches", "3"},
+                      "--micro-batches applies only to --pipeline P");
+    const run_result many = run({resnet, "--budget", b, "--pipeline", "100"});
+    CHECK(many.status == 2);
+    CHECK(many.err.find("100 ranks over") != std::string::npos);
   }
 
   TEST_CASE("the JSON form: keys in order, and figures that the simulator confirms") {
