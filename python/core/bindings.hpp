@@ -18,6 +18,9 @@ void bind_chains(py::module_& m);
 void bind_schedules(py::module_& m);
 /// SolveResult, solve, trade_off, solvers and needs_link.
 void bind_solve(py::module_& m);
+/// PipelineStage, PipelineResult, micro_batches_in_flight, stage_chain, equal_starts,
+/// split_pipeline, solve_pipeline and checkpoint_every_stage.
+void bind_pipeline(py::module_& m);
 /// Graph, GraphValue, GraphNode, GraphBlock, Linearization, linearize and parse_size.
 void bind_graphs(py::module_& m);
 

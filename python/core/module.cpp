@@ -13,5 +13,6 @@ PYBIND11_MODULE(_core, m) {
   remat::python::bind_chains(m);
   remat::python::bind_schedules(m);
   remat::python::bind_solve(m);
+  remat::python::bind_pipeline(m);
   remat::python::bind_graphs(m);
 }

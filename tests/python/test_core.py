@@ -202,6 +202,46 @@ class Solving(unittest.TestCase):
             remat.solve(linked, 40, solver="offload", in_flight=2)
         self.assertIn("micro-batches in flight", str(e.exception))
 
+    def test_pipeline_split(self):
+        # Heavier stages at the end: the equal split is not the best.
+        c = remat.Chain(
+            [remat.Stage(forward_time=1 + k, backward_time=2 + 2 * k, output_size=4,
+                         tape_size=12, name=f"s{k}") for k in range(8)],
+            input_size=4, loss_time=1)
+        K = remat.micro_batches_in_flight("1f1b", ranks=3, micro_batches=6)
+        self.assertEqual(K, [3, 2, 1])
+        self.assertEqual(remat.micro_batches_in_flight("gpipe", 2, 5), [5, 5])
+        p = remat.split_pipeline(c, 200, K, slots="exact")
+        self.assertTrue(p)
+        equal = remat.solve_pipeline(c, 200, K, remat.equal_starts(len(c), 3), slots="exact")
+        self.assertLess(p.slowest, equal.slowest)
+        self.assertEqual(p.slowest, max(s.time for s in p.stages))
+        self.assertEqual([s.first for s in p.stages], p.starts)
+        for s, k in zip(p.stages, K):
+            part = remat.stage_chain(c, s.first, s.end)
+            self.assertEqual(len(part), s.end - s.first)
+            replay = remat.simulate(part, s.result.ops)
+            self.assertTrue(replay.valid)
+            self.assertEqual(s.memory, replay.peak_memory + (k - 1) * replay.retained)
+            self.assertLessEqual(s.memory, 200)
+            self.assertEqual(s.in_flight, k)
+        # The same split solved again is the same; below the least budget, what would fit.
+        again = remat.solve_pipeline(c, 200, K, p.starts, slots="exact")
+        self.assertEqual(again.slowest, p.slowest)
+        low = remat.split_pipeline(c, 10, K, slots="exact")
+        self.assertFalse(low)
+        self.assertIsNone(low.slowest)
+        self.assertTrue(remat.split_pipeline(c, low.min_feasible_budget, K, slots="exact"))
+        full = remat.checkpoint_every_stage(c, 10_000, K, remat.equal_starts(len(c), 3))
+        self.assertTrue(full)
+        self.assertGreaterEqual(full.slowest, equal.slowest)
+        with self.assertRaisesRegex(ValueError, "schedule 'zb'"):
+            remat.micro_batches_in_flight("zb", 2, 2)
+        with self.assertRaises(remat.SolverError):
+            remat.split_pipeline(c, 200, [1] * 9)
+        with self.assertRaisesRegex(remat.SolverError, "rank 1 starts"):
+            remat.solve_pipeline(c, 200, [2, 1], [0, 0])
+
     def test_offloading(self):
         c = eight(transfer=remat.Transfer(offload_bandwidth=8, prefetch_bandwidth=8))
         r = remat.solve(c, 24, solver="offload", slots="exact")
