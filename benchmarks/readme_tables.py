@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Regenerates two benchmark tables, each from one run, footed with the machine: the README's
-schedule quality table and benchmarks/README.md's table of the default solve against 500 slots
-(benchmarks/README.md says what each program measures). The commit a run measured is kept in
+"""Regenerates three benchmark tables, each from one run, footed with the machine: the README's
+schedule quality and pipeline tables and benchmarks/README.md's table of the default solve
+against 500 slots (benchmarks/README.md says what each program measures). The commit a run measured is kept in
 its results file, not in the prose.
 
     python3 benchmarks/readme_tables.py speed   [BUILD_DIR] [--reuse]  # bench_solver_scaling default/*
     python3 benchmarks/readme_tables.py quality [BUILD_DIR] [--reuse]  # bench_quality, the zoo
+    python3 benchmarks/readme_tables.py pipeline [BUILD_DIR] [--reuse] # bench_pipeline_quality
 
 BUILD_DIR (default build/release) holds the built benchmarks. `speed` writes the run's output to
 benchmarks/results/solver_scaling_default.json, `quality` to benchmarks/results/quality/; both
@@ -119,13 +120,39 @@ def quality(build, reuse):
           f"{footer(timed=False)}.")
 
 
+def pipeline(build, reuse):
+    out = os.path.join(RESULTS, "pipeline_quality.txt")
+    if not reuse:
+        env = dict(os.environ, BUILD=build)
+        subprocess.run(["bash", os.path.join(ROOT, "benchmarks", "run.sh"), "pipeline_quality"],
+                       check=True, stdout=subprocess.DEVNULL, env=env)
+    with open(out) as f:
+        rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+                for line in f if line.startswith("| ") and not line.startswith("| chain")]
+    # The rows at B_a (what (a) needs per rank), and the largest micro-batches of the second
+    # table, matched by chain, P and schedule.
+    at = {(r[0], r[2], r[3]): r for r in rows if len(r) == 15 and r[5] == "B_a"}
+    batch = {(r[0], r[1], r[2]): r for r in rows if len(r) == 8}
+    print("| chain | P | schedule | (a) ms | (b) ms | (c) ms | (a)/(c) | (c) split | "
+          "largest micro-batch (a) / (c) |")
+    print("|---|---:|---|---:|---:|---:|---:|---|---|")
+    for key, r in at.items():
+        b = batch.get(key)
+        print(f"| {r[0]} | {r[2]} | {r[3]} | {r[7]} | {r[8]} | {r[9]} | {r[10]} | {r[11]} | "
+              + (f"{b[5]} / {b[7]}" if b else "-") + " |")
+    print()
+    print("The slowest rank's time per micro-batch at the memory per rank that (a) needs, "
+          f"M = 2P {footer(timed=False)}.")
+
+
 def main():
-    if len(sys.argv) < 2 or sys.argv[1] not in ("speed", "quality"):
+    modes = {"speed": speed, "quality": quality, "pipeline": pipeline}
+    if len(sys.argv) < 2 or sys.argv[1] not in modes:
         sys.exit(__doc__)
     args = [a for a in sys.argv[2:] if a != "--reuse"]
     build = args[0] if args else os.path.join(ROOT, "build", "release")
     # --reuse: the table of the last run's output, without running the benchmark again.
-    (speed if sys.argv[1] == "speed" else quality)(build, "--reuse" in sys.argv)
+    modes[sys.argv[1]](build, "--reuse" in sys.argv)
 
 
 if __name__ == "__main__":
