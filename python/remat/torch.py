@@ -497,7 +497,7 @@ def _agree(profiled, plain, groups):
         for st in chain["stages"]:
             st.setdefault("recording_overhead", st["forward_overhead"])
         mine = (chain, profiled.backward_slack, profiled.option_slack, profiled.loss_beside,
-                plain)
+                plain, profiled.loss_held)
         every = [None] * dist.get_world_size(g)
         dist.all_gather_object(every, mine, group=g)
         chain = _most([e[0] for e in every])
@@ -506,7 +506,7 @@ def _agree(profiled, plain, groups):
                         [[min(v) for v in zip(*o)] for o in zip(*[e[2] for e in every])])
         plain = None if plain is None else max(e[4] for e in every)
         profiled = Profile(Chain.from_json(json.dumps(chain)), profiled.outputs, slack,
-                           option_slack, max(e[3] for e in every))
+                           option_slack, max(e[3] for e in every), max(e[5] for e in every))
     return profiled, plain
 
 
@@ -668,6 +668,9 @@ class Profile:
     # keeps until the backward ends, and the output's gradient, which autograd keeps until the
     # model's backward returns. A step holds this beside the schedule during its backward.
     loss_beside: int = 0
+    # What the loss's forward left allocated (its value and what its backward keeps): on a
+    # pipeline's last stage each micro-batch in flight holds it from its loss to its backward.
+    loss_held: int = 0
 
     def expected_op_peaks(self, ops):
         """What running `ops` allocates at each op: the simulator's op peaks on the profiled chain,
@@ -740,7 +743,7 @@ def _profile(stages, sample, loss, meter, rng, warmup, runs, alternatives=None):
         return run
 
     reached = []
-    beside = [0]
+    beside, held = [0], [0]
     probe = torch.empty(0, requires_grad=True)
 
     def loss_as_run(leaf):
@@ -749,7 +752,9 @@ def _profile(stages, sample, loss, meter, rng, warmup, runs, alternatives=None):
         def on_backward(g):
             reached.append(True)
             beside[0] = max(beside[0], meter.current() - start)
-        return loss(_Capture.apply(leaf, probe, on_backward))
+        value = loss(_Capture.apply(leaf, probe, on_backward))
+        held[0] = max(held[0], meter.current() - start)
+        return value
 
     measured = []
     generators = rng.save()  # remat::torch puts back the CPU generator; this, a GPU's too
@@ -773,7 +778,7 @@ def _profile(stages, sample, loss, meter, rng, warmup, runs, alternatives=None):
     chain = Chain([Stage(**sp) for sp in stage_fields], input_size=p["input_size"],
                   loss_time=p["loss_time"], loss_overhead=p["loss_overhead"],
                   name="remat.torch profile", time_unit="ms", memory_unit="bytes")
-    return Profile(chain, outputs, p["backward_slack"], option_slack, beside[0])
+    return Profile(chain, outputs, p["backward_slack"], option_slack, beside[0], held[0])
 
 
 class _AtBackwardEnd(torch.autograd.Function):
@@ -1473,7 +1478,9 @@ class Checkpointed(torch.nn.Module):
         schedule during the backward, at the last input shape, where `loss` was given (0
         otherwise): the loss's scalar and the gradient autograd starts from, what the loss's
         backward keeps until the backward ends, and the output's gradient, which autograd keeps
-        until the model's backward returns. The schedule is solved for the budget less this."""
+        until the model's backward returns; with `in_flight` = K, also K - 1 times what a loss
+        holds from its forward to its backward (on a pipeline's last stage each micro-batch's
+        loss runs right after its forward). The schedule is solved for the budget less this."""
         return self._reserve(self._current[0])
 
     @property
@@ -1500,7 +1507,11 @@ class Checkpointed(torch.nn.Module):
         return self._current[0].plain_peak
 
     def _reserve(self, entry):
-        return entry.profile.loss_beside if self.user_loss is not None else 0
+        # With K in flight (a pipeline's last stage, which runs each micro-batch's loss right
+        # after its forward), the K - 1 others each hold their loss until their backward.
+        if self.user_loss is None:
+            return 0
+        return entry.profile.loss_beside + (self.in_flight - 1) * entry.profile.loss_held
 
     def _budget_of(self, entry):
         reserve = self._reserve(entry)
