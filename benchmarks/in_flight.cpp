@@ -17,13 +17,13 @@
 #include <remat/solve.hpp>
 #include <remat/zoo.hpp>
 
+#include "solve_seconds.hpp"
 #include "store_all.hpp"
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <ctime>
 #include <limits>
 #include <string>
 #include <vector>
@@ -31,12 +31,6 @@
 namespace {
 
 using remat::size_type;
-
-double seconds_of(const remat::chain& c, size_type budget, const remat::solve_options& o) {
-  const std::clock_t start = std::clock();
-  benchmark::DoNotOptimize(remat::solve(c, budget, o).schedule.makespan);
-  return static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
-}
 
 void in_flight(benchmark::State& state, const std::string& name, std::size_t K,
                std::int64_t percent) {
@@ -51,7 +45,8 @@ void in_flight(benchmark::State& state, const std::string& name, std::size_t K,
   const size_type least_one = remat::solve(c, 0).min_feasible_budget;
   const size_type budget_one = least_one + (all.peak_memory - least_one) / 100 * percent;
   double one_seconds = std::numeric_limits<double>::infinity();
-  for (int k = 0; k < 3; ++k) one_seconds = std::min(one_seconds, seconds_of(c, budget_one, one));
+  for (int k = 0; k < 3; ++k)
+    one_seconds = std::min(one_seconds, bench::solve_seconds(c, budget_one, one));
   const remat::solve_result base = remat::solve(c, budget, one);
   remat::solve_result r = remat::solve(c, budget, several);  // warm-up
   for (auto _ : state) {

@@ -30,13 +30,13 @@
 #include <remat/trade_off.hpp>
 #include <remat/zoo.hpp>
 
+#include "solve_seconds.hpp"
 #include "store_all.hpp"
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <ctime>
 #include <limits>
 #include <random>
 #include <string>
@@ -79,12 +79,6 @@ size_type budget_at(const remat::chain& c, std::int64_t percent) {
 constexpr double no_limit = std::numeric_limits<double>::infinity();
 
 // Process CPU time of one solve, as the benchmarks measure theirs.
-double seconds_of(const remat::chain& c, size_type budget, const remat::solve_options& o) {
-  const std::clock_t start = std::clock();
-  benchmark::DoNotOptimize(remat::solve(c, budget, o).schedule.makespan);
-  return static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
-}
-
 void default_solve(benchmark::State& state, const std::string& name, std::int64_t percent) {
   const remat::chain c = chain_named(name);
   const size_type budget = budget_at(c, percent);
@@ -92,7 +86,8 @@ void default_solve(benchmark::State& state, const std::string& name, std::int64_
   const remat::solve_options automatic{.max_estimated_seconds = no_limit};
   const remat::solve_result s = remat::solve(c, budget, slots);
   double slots_seconds = no_limit;
-  for (int k = 0; k < 3; ++k) slots_seconds = std::min(slots_seconds, seconds_of(c, budget, slots));
+  for (int k = 0; k < 3; ++k)
+    slots_seconds = std::min(slots_seconds, bench::solve_seconds(c, budget, slots));
   remat::solve_result r = remat::solve(c, budget, automatic);  // warm-up
   for (auto _ : state) {
     r = remat::solve(c, budget, automatic);
@@ -122,7 +117,7 @@ void offload_solve(benchmark::State& state, const std::string& name, std::int64_
   const remat::solve_options o{.solver = remat::solver::offload, .max_estimated_seconds = no_limit};
   double recompute_seconds = no_limit;
   for (int k = 0; k < 3; ++k)
-    recompute_seconds = std::min(recompute_seconds, seconds_of(c, budget, recompute));
+    recompute_seconds = std::min(recompute_seconds, bench::solve_seconds(c, budget, recompute));
   const remat::solve_result base = remat::solve(c, budget, recompute);
   remat::solve_result r = remat::solve(c, budget, o);  // warm-up
   for (auto _ : state) {
