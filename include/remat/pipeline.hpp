@@ -231,6 +231,42 @@ std::optional<std::vector<std::size_t>> least_bottleneck(std::size_t length,
   return starts;
 }
 
+// Among the splits whose every rank's `value(first, end, K)` is at most `most`, the one with the
+// least sum of values (ties: the first found, the last rank shortest); `floor` as in
+// `least_bottleneck`. Nothing where no split keeps `most`.
+template <class Value, class Floor>
+std::optional<std::vector<std::size_t>> least_sum_within(std::size_t length,
+                                                         std::span<const std::size_t> in_flight,
+                                                         double most, Value&& value,
+                                                         Floor&& floor) {
+  const std::size_t P = in_flight.size();
+  constexpr double none = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(P, std::vector<double>(length + 1, none));
+  std::vector<std::vector<std::size_t>> from(P, std::vector<std::size_t>(length + 1, 0));
+  for (std::size_t r = 0; r < P; ++r) {
+    const std::size_t hi = r + 1 == P ? length : length - (P - 1 - r);
+    for (std::size_t j = r + 1 == P ? length : r + 1; j <= hi; ++j) {
+      for (std::size_t i = j; i-- > r;) {
+        if (r == 0 && i != 0) continue;
+        const double before = r == 0 ? 0.0 : best[r - 1][i];
+        if (!(before < none)) continue;
+        if (floor(i, j) > most) break;  // grows as i falls
+        const double v = value(i, j, in_flight[r]);
+        if (v > most || !(before + v < best[r][j])) continue;
+        best[r][j] = before + v;
+        from[r][j] = i;
+      }
+    }
+  }
+  if (!(best[P - 1][length] < none)) return std::nullopt;
+  std::vector<std::size_t> starts(P);
+  for (std::size_t r = P, j = length; r-- > 0;) {
+    starts[r] = from[r][j];
+    j = starts[r];
+  }
+  return starts;
+}
+
 }  // namespace detail
 
 /// Each rank's schedule for the split `starts` (the first stage of each rank; `starts[0] == 0`,
@@ -258,7 +294,9 @@ pipeline_result solve_pipeline(const C& chain_in, size_type budget,
 /// `solve_pipeline`, the least time of the slowest rank, exactly (for the schedules `options`'
 /// solver returns). Each (first, end, K) is solved once; stages whose least possible time (one
 /// recording forward and one backward per stage) cannot beat the best split found are not
-/// solved. Ties keep the split found first (the last rank shortest). Where no split fits,
+/// solved. Among the splits as fast, the one whose ranks' times sum least (the least work in
+/// all, and the shortest fill and drain of the pipeline); ties keep the equal split, then the
+/// split found first (the last rank shortest). Where no split fits,
 /// `feasible` is false, `stages` empty, and `min_feasible_budget` the least budget per rank at
 /// which one does.
 template <chain_like C>
@@ -285,6 +323,17 @@ pipeline_result split_pipeline(const C& chain_in, size_type budget,
   const double above = p.feasible ? p.slowest : std::numeric_limits<double>::infinity();
   if (auto better = detail::least_bottleneck(L, in_flight, above, time_of, floor))
     p = solve_split(*better);
+  if (p.feasible) {
+    auto total = [](const pipeline_result& q) {
+      double t = 0;
+      for (const pipeline_stage& s : q.stages) t += s.time();
+      return t;
+    };
+    if (auto fewer = detail::least_sum_within(L, in_flight, p.slowest, time_of, floor)) {
+      pipeline_result q = solve_split(*fewer);
+      if (total(q) < total(p)) p = std::move(q);
+    }
+  }
   if (!p.feasible) {
     // The least budget per rank: the same search over each stage's least budget.
     detail::stage_solves least(c, 0, options);
