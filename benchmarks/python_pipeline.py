@@ -213,7 +213,7 @@ def main():
     a = remat.checkpoint_every_stage(chain, budget, K, equal)
     c = remat.split_pipeline(chain, budget, K)
     lines = [f"# python_pipeline.py: torch {torch.__version__}, {platform.processor() or 'cpu'}, "
-             f"{torch.get_num_threads()} threads available, 1 per rank; commit "
+             "1 thread per rank; commit "
              + subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True).stdout.strip(),
              f"# GPT: {DEPTH} blocks, dim {DIM}, {HEADS} heads, sequence {SEQ}, vocabulary "
