@@ -149,7 +149,8 @@ constexpr checkpoint_branch checkpoint_branch_of(const model& md, std::int32_t i
 // in O(1) (none when i = l).
 class checkpoint_walk {
  public:
-  // (Always inlined, as the engines' own loops over j were: the walk is their inner loop.)
+  // (Always inlined: the walk is the inner loop of the engines that use it, and g++ otherwise
+  // calls it out of line from the recursive in-flight spine cell.)
   [[gnu::always_inline]] constexpr checkpoint_walk(const model& md, std::int32_t i,
                                                    std::int32_t l) noexcept
       : md_(&md),
