@@ -28,6 +28,7 @@
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/detail/dp/branches.hpp>
 #include <remat/detail/dp/choose.hpp>
 #include <remat/detail/dp/cost.hpp>
 #include <remat/detail/dp/discretize.hpp>
@@ -44,8 +45,9 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <iterator>
 #include <cstdint>
+#include <iterator>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -100,23 +102,24 @@ inline size_type in_flight_least_budget(const model& md, dp_branches branches, s
   const std::vector<size_type> need = persistent_need(md, branches);
   using pair = std::pair<size_type, size_type>;  // (need, retained inside)
   std::vector<std::vector<pair>> spine(at(L) + 1);
-  spine[at(L)] = {{md.x[at(L)] + md.loss_overhead, 0}};
-  const std::vector<size_type> forwards = checkpoint_forward_table(md);
+  spine[at(L)] = {{loss_need(md), 0}};
   for (std::int32_t i = L - 1; i >= 0; --i) {
     std::vector<pair> p;
+    // Each branch of spine cell (i, L) over the pairs of the spine cell it reads (its rest, or
+    // its right part), holding what it holds beside it; a checkpoint branch's left part is below
+    // the spine.
     if (branches == dp_branches::tape_and_checkpoint)
-      for (const tape_option& o : md.options(i))
-        for (const auto& [n, r] : spine[at(i + 1)])
-          p.emplace_back(std::max(tape_ops_memory(md, i, L, o), add_or_unreachable(o.xb, n)),
-                         add_or_unreachable(o.xb, r));
-    for (std::int32_t j = i + 1; j <= L; ++j) {
-      const size_type left = need[interval_index(L, i, j - 1)];
-      if (left == unreachable) continue;
-      const size_type fwd =
-          md.x[at(L + 1)] + forwards[interval_index(L, i, j - 1)];
-      for (const auto& [n, r] : spine[at(j)])
-        p.emplace_back(std::max({fwd, left, add_or_unreachable(md.x[at(j)], n)}),
-                       add_or_unreachable(md.x[at(j)], r));
+      for (const tape_option& o : md.options(i)) {
+        const tape_branch b = tape_branch_of(md, i, L, o);
+        for (const auto& [n, r] : spine[at(b.rest().i)])
+          p.emplace_back(b.need(n), add_or_unreachable(b.held, r));
+      }
+    for (checkpoint_walk w(md, i, L); !w.done(); w.next()) {
+      const branch_part left = w->left();
+      const size_type left_need = need[interval_index(L, left.i, left.l)];
+      if (left_need == unreachable) continue;
+      for (const auto& [n, r] : spine[at(w->right().i)])
+        p.emplace_back(w->need(n, left_need), add_or_unreachable(w->held, r));
     }
     std::sort(p.begin(), p.end());
     std::vector<pair>& front = spine[at(i)];
@@ -163,43 +166,35 @@ class in_flight_spine {
     std::int32_t choice = -1;
   };
 
-  // reference_cell's branches for l = L, in its order and with its tie rule, with the spine below
-  // read from this memo.
+  // reference_cell's branches for l = L, in their order and with their tie rule, with the spine
+  // below read from this memo and the intervals below the spine from the frontier table. (Its own
+  // loops rather than `least_branch_within`: a cell recurses from inside them, and the walks are
+  // about 8% faster so, bench_in_flight.)
   entry cell(std::int32_t i, size_type m) {
-    auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
-    auto& cells = memo_[at(i)];
+    auto& cells = memo_[static_cast<std::size_t>(i)];
     if (auto it = cells.find(m); it != cells.end()) return it->second;
     entry e;
     const std::int32_t L = md_.L;
+    auto consider = [&e](double v, std::int32_t choice) {
+      if (v < e.value) e = {v, choice};
+    };
     if (i == L) {
-      if (m >= std::max(md_.x[at(L)] + md_.loss_overhead, floor_)) e = {md_.loss_time, 0};
-    } else if (m >= mmin_[at(i)]) {
+      if (m >= std::max(loss_need(md_), floor_)) e = {md_.loss_time, 0};
+    } else if (m >= mmin_[static_cast<std::size_t>(i)]) {
       const std::span<const tape_option> options = md_.options(i);
-      if (branches_ == dp_branches::tape_and_checkpoint) {
+      if (branches_ == dp_branches::tape_and_checkpoint)
         for (std::size_t p = 0; p < options.size(); ++p) {
-          const tape_option& o = options[p];
-          if (m < tape_ops_memory(md_, i, L, o) || m < o.xb) continue;
-          const double rest = cell(i + 1, m - o.xb).value;
-          if (!(rest < infinite_time)) continue;
-          const double v = o.fw + o.bw + rest;
-          if (v < e.value) e = {v, tape_choice(p)};
+          const tape_branch b = tape_branch_of(md_, i, L, options[p]);
+          if (m < b.own) continue;
+          const double rest = cell(b.rest().i, b.rest().memory(m)).value;
+          if (rest < infinite_time) consider(b.value(rest), tape_choice(p));
         }
-      }
-      double forward = 0;
-      size_type forwards = 0;
-      for (std::int32_t j = i + 1; j <= L; ++j) {
-        forward += md_.fw[at(j - 1)];
-        forwards = j == i + 1
-                       ? md_.x[at(i + 1)] + md_.ft[at(i)]
-                       : std::max(forwards, md_.x[at(j - 1)] + md_.x[at(j)] + md_.ft[at(j - 1)]);
-        if (m < md_.x[at(L + 1)] + forwards) break;
-        if (m < md_.x[at(j)]) continue;
-        const double left = t_.value(i, j - 1, m);
-        if (!(left < infinite_time)) continue;
-        const double right = cell(j, m - md_.x[at(j)]).value;
-        if (!(right < infinite_time)) continue;
-        const double v = forward + right + left;
-        if (v < e.value) e = {v, j};
+      for (checkpoint_walk w(md_, i, L); !w.done() && m >= w->own; w.next()) {
+        const branch_part left = w->left();
+        const double left_value = t_.value(left.i, left.l, left.memory(m));
+        if (!(left_value < infinite_time)) continue;
+        const double right_value = cell(w->right().i, w->right().memory(m)).value;
+        if (right_value < infinite_time) consider(w->value(right_value, left_value), w->j);
       }
     }
     cells.emplace(m, e);
@@ -244,16 +239,18 @@ class least_times_by_retained {
     spine[at(L)] = {{0, md.loss_time}};
     for (std::int32_t i = L - 1; i >= 0; --i) {
       std::vector<pair> p;
+      // Each branch over the pairs of the spine cell it reads, the left part at its least time.
       if (branches == dp_branches::tape_and_checkpoint)
-        for (const tape_option& o : md.options(i))
-          for (const auto& [h, v] : spine[at(i + 1)])
-            p.emplace_back(add_or_unreachable(o.xb, h), o.fw + o.bw + v);
-      double forward = 0;
-      for (std::int32_t j = i + 1; j <= L; ++j) {
-        forward += md.fw[at(j - 1)];
-        const double left = b.S[interval_index(L, i, j - 1)];
-        for (const auto& [h, v] : spine[at(j)])
-          p.emplace_back(add_or_unreachable(md.x[at(j)], h), forward + v + left);
+        for (const tape_option& o : md.options(i)) {
+          const tape_branch tb = tape_branch_of(md, i, L, o);
+          for (const auto& [h, v] : spine[at(tb.rest().i)])
+            p.emplace_back(add_or_unreachable(tb.held, h), tb.value(v));
+        }
+      for (checkpoint_walk w(md, i, L); !w.done(); w.next()) {
+        const branch_part left = w->left();
+        const double left_time = b.S[interval_index(L, left.i, left.l)];
+        for (const auto& [h, v] : spine[at(w->right().i)])
+          p.emplace_back(add_or_unreachable(w->held, h), w->value(v, left_time));
       }
       std::sort(p.begin(), p.end());
       for (const pair& q : p)
@@ -357,7 +354,6 @@ inline solve_result solve_in_flight(const chain& c, size_type budget, const solv
 
   const size_type x0 = md.x[0];
   in_flight_spine spine(md, t, branches);
-  const size_type loss_need = md.x[static_cast<std::size_t>(md.L)] + md.loss_overhead;
   const least_times_by_retained bound_below(md, branches);
   // The candidates that fit, and the first whose unconstrained schedule at Mp already holds at
   // most R at the loss (or whose floor binds nowhere): g = the table's value there, and no larger
@@ -373,7 +369,7 @@ inline solve_result solve_in_flight(const chain& c, size_type budget, const solv
     const size_type Mp = M - (K - 1) * R;
     const double bound = t.value(0, md.L, Mp - x0);
     if (!(bound < infinite_time)) break;
-    if (Mp - R <= loss_need || frontier_retained(md, t, Mp - x0) <= R) {
+    if (Mp - R <= loss_need(md) || frontier_retained(md, t, Mp - x0) <= R) {
       best = bound;
       best_R = R;
       best_plain = true;

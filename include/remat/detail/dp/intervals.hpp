@@ -1,9 +1,11 @@
 // The intervals of docs/model.md's DP and what bounds them whatever the memory: indexing, the
-// memory every schedule of an interval needs at least, the peaks of its branches' fixed ops, and
-// the no-recomputation bounds (`store`, `S`) that every engine uses as rules.
+// memory every schedule of an interval needs at least, its checkpoint branches' forwards by split
+// point (the branches themselves are dp/branches.hpp), and the no-recomputation bounds (`store`,
+// `S`) that every engine uses as rules.
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/detail/dp/branches.hpp>
 #include <remat/detail/dp/model.hpp>
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 
 namespace remat::detail {
 
-inline constexpr double infinite_time = std::numeric_limits<double>::infinity();
 // A memory requirement no chain reaches (validated chains total at most 2^63 - 1 units).
 inline constexpr size_type unreachable = std::numeric_limits<size_type>::max();
 
@@ -47,8 +48,8 @@ constexpr size_type least_forward(const model& md, std::int32_t k) noexcept {
 // is held, its input held too (counted for k > i), so
 //   mmin = x[l+1] + max(least_forward(i), max_{i<k<l} x[k] + least_forward(k)).
 // With fa = ft, least_forward(k) = x[k+1] + ft[k] (xb >= x) and this is docs/model.md's mmin. It is
-// a pruning bound only: the checkpoint branch checks its own forwards (`checkpoint_forwards`), the
-// tape branch its F_all, so OPT below mmin is infinite by the branches' own conditions.
+// a pruning bound only: the checkpoint branch checks its own forwards (`checkpoint_branch::own`),
+// the tape branch its F_all, so OPT below mmin is infinite by the branches' own conditions.
 constexpr size_type necessary_memory(const model& md, std::int32_t i, std::int32_t l) {
   auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
   size_type inner = least_forward(md, i);
@@ -72,54 +73,26 @@ constexpr std::vector<size_type> necessary_memory_table(const model& md) {
   return t;
 }
 
-// The forwards the checkpoint branch of (i, l) at split point j runs before its right part,
-// F_ck(i), F_none(i+1) .. F_none(j-1), peak at x[l+1] plus
-//   forwards(i, j) = max(x[i+1] + ft[i], max_{i<k<j} x[k] + x[k+1] + ft[k])
-// (g_{l+1} held throughout; F_none(k) holds a_k beside a_{k+1}). Non-decreasing in j. docs/model.md
-// checks these peaks through mmin, whose terms for k >= j the right part's own cells imply when
-// fa = ft; with fa < ft they no longer do (its F_all may peak lower), so the branch checks
-// exactly its own forwards: m >= x[l+1] + forwards(i, j). With fa = ft this is the same DP.
-// The table: forwards(i, j) at [interval_index(L, i, j - 1)] for 0 <= i < j <= L (a row's values
-// are contiguous in j).
+// `checkpoint_branch::forwards` of every split point j of every row i, at
+// [interval_index(L, i, j - 1)] for 0 <= i < j <= L (a row's values are contiguous in j): they do
+// not depend on l, so engines that visit split points out of order read them here.
 constexpr std::vector<size_type> checkpoint_forward_table(const model& md) {
-  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
   std::vector<size_type> t(interval_count(md.L), 0);
-  for (std::int32_t i = 0; i < md.L; ++i) {
-    size_type f = md.x[at(i + 1)] + md.ft[at(i)];
-    t[interval_index(md.L, i, i)] = f;
-    for (std::int32_t j = i + 2; j <= md.L; ++j) {
-      f = std::max(f, md.x[at(j - 1)] + md.x[at(j)] + md.ft[at(j - 1)]);
-      t[interval_index(md.L, i, j - 1)] = f;
-    }
-  }
+  for (std::int32_t i = 0; i < md.L; ++i)
+    for (checkpoint_walk w(md, i, md.L); !w.done(); w.next())
+      t[interval_index(md.L, i, w->j - 1)] = w->forwards;
   return t;
 }
 
-// The tape ops of stage i in interval (i, l) with option `o`: F_all(i, o) with g_{l+1} held, and
-// B(i) (also the base case, l = i).
-constexpr size_type tape_ops_memory(const model& md, std::int32_t i, std::int32_t l,
-                                    const tape_option& o) noexcept {
-  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
-  return std::max(md.x[at(l + 1)] + o.xb + o.fa, md.x[at(i)] + md.x[at(i + 1)] + o.xb + o.bt);
+// The checkpoint branch of (i, l) at j in O(1) from `checkpoint_forward_table(md)` and its forward
+// time (fw[i] + ... + fw[j-1], summed left to right from 0), for engines that visit split points
+// out of order.
+constexpr checkpoint_branch checkpoint_branch_at(const model& md,
+                                                 const std::vector<size_type>& forwards,
+                                                 std::int32_t i, std::int32_t l, std::int32_t j,
+                                                 double forward) noexcept {
+  return checkpoint_branch_of(md, i, l, j, forward, forwards[interval_index(md.L, i, j - 1)]);
 }
-
-// The choice of a cell (`reference_table::choice`): j > 0 the checkpoint branch at j; the tape
-// branch (or base case) with the stage's option at position p (in `model::options`) is 0 for
-// p = 0 and -1 - p beyond; -1 is no branch.
-constexpr std::int32_t tape_choice(std::size_t p) noexcept {
-  return p == 0 ? 0 : -1 - static_cast<std::int32_t>(p);
-}
-constexpr bool is_tape_choice(std::int32_t c) noexcept { return c == 0 || c < -1; }
-constexpr std::size_t option_of_choice(std::int32_t c) noexcept {
-  return c == 0 ? 0 : static_cast<std::size_t>(-1 - c);
-}
-
-// Which branches a DP may take. Without the tape branch (only F_ck/F_none, and F_all(i), B(i) as
-// the base case) it is the heterogeneous form of classical AD checkpointing (docs/model.md).
-enum class dp_branches : std::uint8_t {
-  tape_and_checkpoint,  // docs/model.md's DP: the persistent schedules
-  checkpoint_only,      // without the tape branch
-};
 
 // Adds sizes that may be `unreachable`, saturating there.
 constexpr size_type add_or_unreachable(size_type a, size_type b) noexcept {
@@ -162,21 +135,20 @@ constexpr interval_bounds make_interval_bounds(const model& md, std::vector<size
     for (std::int32_t i = l; i >= 0; --i) {
       const std::size_t c = interval_index(L, i, l);
       if (i == L) {
-        b.store[c] = md.x[at(L)] + md.loss_overhead;
+        b.store[c] = loss_need(md);
         b.S[c] = md.loss_time;
         continue;
       }
-      const tape_option& o = md.options(i)[md.fastest[at(i)]];
-      const size_type tape_ops = tape_ops_memory(md, i, l, o);
+      // The tape branch (the base case for i = l) with the fastest option: its time is fb[i].
+      const tape_branch tape = tape_branch_of(md, i, l, md.options(i)[md.fastest[at(i)]]);
       if (i == l) {
-        b.store[c] = tape_ops;
-        b.S[c] = md.fb[at(i)];
+        b.store[c] = tape.own;
+        b.S[c] = tape.time;
       } else {
         const std::size_t rest = interval_index(L, i + 1, l);
-        b.store[c] = branches == dp_branches::tape_and_checkpoint
-                         ? std::max(tape_ops, o.xb + b.store[rest])
-                         : unreachable;
-        b.S[c] = md.fb[at(i)] + b.S[rest];
+        b.store[c] =
+            branches == dp_branches::tape_and_checkpoint ? tape.need(b.store[rest]) : unreachable;
+        b.S[c] = tape.value(b.S[rest]);
       }
     }
   }

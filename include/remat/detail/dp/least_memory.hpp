@@ -4,6 +4,7 @@
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/detail/dp/branches.hpp>
 #include <remat/detail/dp/intervals.hpp>
 #include <remat/detail/dp/model.hpp>
 
@@ -32,7 +33,6 @@ struct least_peak_table {
 constexpr least_peak_table least_peak_dp(const model& md,
                                          dp_branches branches = dp_branches::tape_and_checkpoint) {
   const std::int32_t L = md.L;
-  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
   least_peak_table t;
   t.need.assign(interval_count(L), unreachable);
   t.time.assign(interval_count(L), infinite_time);
@@ -52,33 +52,29 @@ constexpr least_peak_table least_peak_dp(const model& md,
         }
       };
       if (i == L) {
-        consider(md.x[at(L)] + md.loss_overhead, md.loss_time, 0);
+        consider(loss_need(md), md.loss_time, 0);
       } else {
         // F_all(i, o) and B(i) with g_{l+1} held (the base case is l = i), for each option.
         const std::span<const tape_option> options = md.options(i);
         if (i == l) {
-          for (std::size_t p = 0; p < options.size(); ++p)
-            consider(tape_ops_memory(md, i, l, options[p]), options[p].fw + options[p].bw,
-                     tape_choice(p));
+          for (std::size_t p = 0; p < options.size(); ++p) {
+            const tape_branch base = tape_branch_of(md, i, i, options[p]);
+            consider(base.own, base.time, tape_choice(p));
+          }
         } else {
           const size_type mmin = necessary_memory(md, i, l);
-          const size_type rest = t.need[cell(i + 1, l)];
-          if (branches == dp_branches::tape_and_checkpoint && rest != unreachable)
-            for (std::size_t p = 0; p < options.size(); ++p)
-              consider(std::max({tape_ops_memory(md, i, l, options[p]), options[p].xb + rest, mmin}),
-                       options[p].fw + options[p].bw + t.time[cell(i + 1, l)], tape_choice(p));
-          double forward = 0;
-          size_type forwards = 0;  // checkpoint_forward_table's forwards(i, j)
-          for (std::int32_t j = i + 1; j <= l; ++j) {
-            forward += md.fw[at(j - 1)];
-            forwards = j == i + 1
-                           ? md.x[at(i + 1)] + md.ft[at(i)]
-                           : std::max(forwards, md.x[at(j - 1)] + md.x[at(j)] + md.ft[at(j - 1)]);
-            const size_type right = t.need[cell(j, l)];
-            const size_type left = t.need[cell(i, j - 1)];
-            if (right == unreachable || left == unreachable) continue;
-            consider(std::max({md.x[at(j)] + right, left, mmin, md.x[at(l + 1)] + forwards}),
-                     forward + t.time[cell(j, l)] + t.time[cell(i, j - 1)], j);
+          const std::size_t rest = cell(i + 1, l);  // every option's `tape_branch::rest`
+          if (branches == dp_branches::tape_and_checkpoint && t.need[rest] != unreachable)
+            for (std::size_t p = 0; p < options.size(); ++p) {
+              const tape_branch b = tape_branch_of(md, i, l, options[p]);
+              consider(std::max(b.need(t.need[rest]), mmin), b.value(t.time[rest]), tape_choice(p));
+            }
+          for (checkpoint_walk w(md, i, l); !w.done(); w.next()) {
+            const std::size_t right = cell(w->right().i, w->right().l);
+            const std::size_t left = cell(w->left().i, w->left().l);
+            if (t.need[right] == unreachable || t.need[left] == unreachable) continue;
+            consider(std::max(w->need(t.need[right], t.need[left]), mmin),
+                     w->value(t.time[right], t.time[left]), w->j);
           }
         }
       }
@@ -112,8 +108,8 @@ inline std::vector<size_type> persistent_need_in_doubles(const model& md, dp_bra
   std::vector<double> col(n * n, inf);              // [l * n + i]
   std::vector<double> x(md.x.size());
   for (std::size_t k = 0; k < x.size(); ++k) x[k] = d(md.x[k]);
-  // checkpoint_forward_table, in doubles: row i's forwards(i, i + 1 + k) at [interval_index(L, i,
-  // i) + k].
+  // checkpoint_forward_table, in doubles: row i's forwards(i, i + 1 + k) at
+  // [interval_index(L, i, i) + k].
   const std::vector<size_type> forwards_table = checkpoint_forward_table(md);
   std::vector<double> forwards(forwards_table.size());
   for (std::size_t c = 0; c < forwards.size(); ++c) forwards[c] = d(forwards_table[c]);
@@ -122,20 +118,24 @@ inline std::vector<size_type> persistent_need_in_doubles(const model& md, dp_bra
     for (std::int32_t i = l; i >= 0; --i) {
       double need = 0;
       if (i == L) {
-        need = d(md.x[at(L)] + md.loss_overhead);
+        need = d(loss_need(md));
       } else {
         const std::span<const tape_option> options = md.options(i);
         if (i == l) {
           need = inf;
-          for (const tape_option& o : options) need = std::min(need, d(tape_ops_memory(md, i, l, o)));
+          for (const tape_option& o : options)
+            need = std::min(need, d(tape_branch_of(md, i, i, o).own));
         } else {
           const double mmin = x[at(l + 1)] + std::max(d(least_forward(md, i)), inner);
           double best[4] = {inf, inf, inf, inf};
           if (branches == dp_branches::tape_and_checkpoint)
-            for (const tape_option& o : options)
-              best[0] = std::min(best[0], std::max(d(tape_ops_memory(md, i, l, o)),
-                                                   d(o.xb) + col[at(l) * n + at(i + 1)]));
-          // Branch j = i + 1 + k: max(x[j] + need(j, l), need(i, j - 1), x[l+1] + forwards(i, j)).
+            for (const tape_option& o : options) {
+              const tape_branch b = tape_branch_of(md, i, l, o);  // its `need`, in doubles
+              best[0] =
+                  std::min(best[0], std::max(d(b.own), d(b.held) + col[at(l) * n + at(i + 1)]));
+            }
+          // Branch j = i + 1 + k: `checkpoint_branch::need` in doubles, max(x[j] + need(j, l),
+          // need(i, j - 1), own = x[l+1] + forwards(i, j)).
           const double* xs = x.data() + at(i + 1);
           const double* right = col.data() + at(l) * n + at(i + 1);
           const double* left = row.data() + interval_index(L, i, i);

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/detail/dp/branches.hpp>
 #include <remat/detail/dp/engines/dense_table.hpp>
 #include <remat/detail/dp/intervals.hpp>
 #include <remat/detail/dp/model.hpp>
@@ -116,7 +117,7 @@ class offload_spine {
         if (ch.offloaded) out.push_back(offload(i, kind));
         bool waited = !ch.offloaded;
         for (std::int32_t k = i + 1; k < ch.j; ++k) {
-          if (!waited && forward_peak(k) > m) {
+          if (!waited && f_none_peak(md_, k) > m) {
             out.push_back(wait_for(i, kind));
             waited = true;
           }
@@ -163,14 +164,10 @@ class offload_spine {
           option_at(c_.stages[idx(i - 1)], spine_option(md_, i - 1).index).tape_size);
     return static_cast<double>(i == 0 ? c_.input_size : c_.stages[idx(i - 1)].output_size);
   }
-  // The peak of F_none(k) inside its cell (its input, its output, its overhead).
-  size_type forward_peak(std::int32_t k) const {
-    return md_.x[idx(k)] + md_.x[idx(k + 1)] + md_.ft[idx(k)];
-  }
   // The peak of the last op of spine cell j (B(j) with g_{j+1} and t_{j+1}, or the loss), and
   // its time.
   size_type final_peak(std::int32_t j) const {
-    if (j == L_) return md_.x[idx(L_)] + md_.loss_overhead;
+    if (j == L_) return loss_need(md_);
     const tape_option& o = spine_option(md_, j);
     return md_.x[idx(j + 1)] + o.xb + md_.x[idx(j)] + o.bt;
   }
@@ -208,19 +205,21 @@ class offload_spine {
   }
 
   // The tape branch of spine cell (i, L, m): F_all(i), the spine cell of i + 1 holding t_{i+1},
-  // B(i); the item kept, or offloaded during F_all(i) and prefetched back for B(i).
+  // B(i); the item kept (`tape_branch`), or offloaded during F_all(i) and prefetched back for
+  // B(i).
   template <class Consider>
-  [[gnu::always_inline]] inline void tape_branch(std::int32_t i, size_type m,
-                                                 const item_moves& moves,
-                                                 Consider& consider) const {
+  [[gnu::always_inline]] inline void tape_branches(std::int32_t i, size_type m,
+                                                   const item_moves& moves,
+                                                   Consider& consider) const {
     const size_type s = moves.s;
     const tape_option& recorded = spine_option(md_, i);
     const double fw = recorded.fw;
     const double bw = recorded.bw;
     const size_type xb1 = recorded.xb;
-    if (m < tape_ops_memory(md_, i, L_, recorded) || m < xb1) return;
-    const double rest = value(i + 1, tensor_kind::tape, m - xb1);
-    if (rest < infinite_time) consider(fw + bw + rest, 0, false, false);
+    const tape_branch kept = tape_branch_of(md_, i, L_, recorded);
+    if (m < kept.own) return;
+    const double rest = value(kept.rest().i, tensor_kind::tape, kept.rest().memory(m));
+    if (rest < infinite_time) consider(kept.value(rest), 0, false, false);
     if (!moves.transfers) return;
     const size_type below = child_m(m, s, xb1);
     const double r = value(i + 1, tensor_kind::tape, below);
@@ -252,45 +251,46 @@ class offload_spine {
         choice = spine_choice::encode(j, offloaded, overlapped);
       }
     };
-    tape_branch(i, m, moves, consider);
+    tape_branches(i, m, moves, consider);
     // The checkpoint branches: F_ck(i), F_none(i+1 .. j-1), the spine cell of j holding a_j, then
     // the interval (i, j-1) holding a_i; none where F_ck(i)'s peak does not fit.
-    if (md_.x[idx(i + 1)] + md_.ft[idx(i)] > m) {
+    checkpoint_walk w(md_, i, L_);
+    if (w->forwards > m) {  // F_ck(i)'s peak
       value_[cell] = best;
       choice_[cell] = choice;
       return;
     }
-    double forward = 0;
-    size_type forwards = 0;
     bool kept_fits = true;     // every forward so far fits m (no offload needed)
     bool offload_fits = true;  // every forward so far fits m + s after the W
     double wait_at = -1;       // where the W goes: the start of the first forward needing s
-    for (std::int32_t j = i + 1; j <= L_; ++j) {
+    double before = 0;         // the time of the forwards before F_none(j - 1)
+    for (; !w.done(); w.next()) {
+      const std::int32_t j = w->j;
       if (j > i + 1) {
-        const size_type peak = forward_peak(j - 1);
+        const size_type peak = f_none_peak(md_, j - 1);
         if (peak > m) {
           kept_fits = false;
-          if (wait_at < 0) wait_at = forward;
+          if (wait_at < 0) wait_at = before;
           if (peak > m + s) offload_fits = false;
         }
       }
-      forward += md_.fw[idx(j - 1)];
-      forwards =
-          j == i + 1 ? md_.x[idx(i + 1)] + md_.ft[idx(i)] : std::max(forwards, forward_peak(j - 1));
+      before = w->forward;
       if (!kept_fits && !(transfers && offload_fits)) break;
-      const size_type xj = md_.x[idx(j)];
-      const double left = t_.get(i, j - 1, m);
+      const branch_part left_part = w->left();
+      const double left = t_.get(left_part.i, left_part.l, left_part.memory(m));
       if (!(left < infinite_time)) continue;
-      if (kept_fits && m >= xj && forwards <= m) {
-        const double right = value(j, tensor_kind::activation, m - xj);
-        if (right < infinite_time) consider(forward + right + left, j, false, false);
+      if (kept_fits && m >= w->own) {  // a_j kept: docs/model.md's checkpoint branch
+        const branch_part right_part = w->right();
+        const double right = value(right_part.i, tensor_kind::activation, right_part.memory(m));
+        if (right < infinite_time) consider(w->value(right, left), j, false, false);
       }
+      const size_type xj = w->held;
       if (transfers && offload_fits && m + s >= xj) {
         const size_type below = child_m(m, s, xj);
         const double right = value(j, tensor_kind::activation, below);
         if (right < infinite_time) {
-          const double stall = std::max(0.0, out_time - (wait_at < 0 ? forward : wait_at));
-          consider(forward + stall + right + prefetch_cost(j, below, s, in_time) + left, j, true,
+          const double stall = std::max(0.0, out_time - (wait_at < 0 ? w->forward : wait_at));
+          consider(w->forward + stall + right + prefetch_cost(j, below, s, in_time) + left, j, true,
                    overlaps(j, below, s));
         }
       }
@@ -334,16 +334,13 @@ inline size_type offload_spine_need(const model& md, const std::vector<size_type
       };
       size_type best = unreachable;
       const size_type tape_below = need_of[2 * idx(i + 1) + 1];
-      best = std::min(
-          best, std::max(tape_ops_memory(md, i, L, spine_option(md, i)),
-                         relieved(plus(spine_option(md, i).xb, tape_below))));
-      size_type forwards = md.x[idx(i + 1)] + md.ft[idx(i)];
+      const tape_branch tape = tape_branch_of(md, i, L, spine_option(md, i));
+      best = std::min(best, std::max(tape.own, relieved(plus(tape.held, tape_below))));
+      const size_type forwards = f_ck_peak(md, i);
       size_type relieved_forwards = 0;
       for (std::int32_t j = i + 1; j <= L; ++j) {
-        if (j > i + 1) {
-          const size_type peak = md.x[idx(j - 1)] + md.x[idx(j)] + md.ft[idx(j - 1)];
-          relieved_forwards = std::max(relieved_forwards, relieved(peak));
-        }
+        if (j > i + 1)
+          relieved_forwards = std::max(relieved_forwards, relieved(f_none_peak(md, j - 1)));
         const size_type below = plus(md.x[idx(j)], need_of[2 * idx(j)]);
         const size_type v = std::max({forwards, relieved_forwards, relieved(below),
                                       opt_need(i, j - 1), relieved(md.x[idx(j)])});

@@ -1,6 +1,7 @@
 // A schedule read back from per-cell choices, whichever engine made them.
 #pragma once
 
+#include <remat/detail/dp/branches.hpp>
 #include <remat/detail/dp/intervals.hpp>
 #include <remat/detail/dp/model.hpp>
 #include <remat/schedule.hpp>
@@ -43,13 +44,18 @@ constexpr std::vector<op> persistent_ops(const model& md, std::int32_t i, std::i
         ops.push_back(backward(tk.i));
         continue;
       }
+      const branch_part rest = tape_branch_of(md, tk.i, tk.l, o).rest();
       stack.push_back({true, backward(tk.i), 0, 0, 0});
-      stack.push_back({false, {}, tk.i + 1, tk.l, tk.m - o.xb});
+      stack.push_back({false, {}, rest.i, rest.l, rest.memory(tk.m)});
     } else {
+      // F_ck(i), F_none(i+1) .. F_none(j-1): the walk's forwards up to split point j = c.
+      checkpoint_walk w(md, tk.i, tk.l);
       ops.push_back(f_ck(tk.i));
-      for (std::int32_t k = tk.i + 1; k < c; ++k) ops.push_back(f_none(k));
-      stack.push_back({false, {}, tk.i, c - 1, tk.m});
-      stack.push_back({false, {}, c, tk.l, tk.m - md.x[static_cast<std::size_t>(c)]});
+      for (; w->j < c; w.next()) ops.push_back(f_none(w->j));
+      const branch_part left = w->left();
+      const branch_part right = w->right();
+      stack.push_back({false, {}, left.i, left.l, left.memory(tk.m)});
+      stack.push_back({false, {}, right.i, right.l, right.memory(tk.m)});
     }
   }
   return ops;
@@ -63,41 +69,36 @@ constexpr std::vector<op> persistent_ops(const model& md, std::int32_t i, std::i
 template <class ValueOf>
 constexpr std::int32_t dense_choice(const model& md, dp_branches branches, std::int32_t i,
                                     std::int32_t l, size_type m, ValueOf value_of) {
-  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
   if (i == md.L) return 0;
   const double target = value_of(i, l, m);
-  const std::span<const tape_option> options = md.options(i);
+  auto value = [&](const branch_part& p) { return value_of(p.i, p.l, p.memory(m)); };
   if (i == l) {
+    const std::span<const tape_option> options = md.options(i);
     std::int32_t fits = 0;  // where no option reaches the value: the first that fits
     for (std::size_t p = options.size(); p-- > 0;)
-      if (m >= tape_ops_memory(md, i, l, options[p])) fits = tape_choice(p);
-    for (std::size_t p = 0; p < options.size(); ++p)
-      if (m >= tape_ops_memory(md, i, l, options[p]) && options[p].fw + options[p].bw == target)
-        return tape_choice(p);
+      if (m >= tape_branch_of(md, i, i, options[p]).own) fits = tape_choice(p);
+    for (std::size_t p = 0; p < options.size(); ++p) {
+      const tape_branch base = tape_branch_of(md, i, i, options[p]);
+      if (m >= base.own && base.time == target) return tape_choice(p);
+    }
     return fits;
   }
-  if (branches == dp_branches::tape_and_checkpoint) {
-    for (std::size_t p = 0; p < options.size(); ++p) {
-      const tape_option& o = options[p];
-      if (m < tape_ops_memory(md, i, l, o) || m < o.xb) continue;
-      const double rest = value_of(i + 1, l, m - o.xb);
-      if (rest < infinite_time && o.fw + o.bw + rest == target) return tape_choice(p);
-    }
-  }
-  double forward = 0;
-  size_type forwards = 0;
-  for (std::int32_t j = i + 1; j <= l; ++j) {
-    forward += md.fw[at(j - 1)];
-    forwards = j == i + 1 ? md.x[at(i + 1)] + md.ft[at(i)]
-                          : std::max(forwards, md.x[at(j - 1)] + md.x[at(j)] + md.ft[at(j - 1)]);
-    if (m < md.x[at(l + 1)] + forwards) break;
-    if (m < md.x[at(j)]) continue;
-    const double right = value_of(j, l, m - md.x[at(j)]);
-    if (!(right < infinite_time)) continue;
-    const double left = value_of(i, j - 1, m);
-    if (left < infinite_time && forward + right + left == target) return j;
-  }
-  return -1;
+  std::int32_t found = -1;
+  for_each_branch_within(
+      md, branches, i, l, m,
+      [&](std::size_t p, const tape_branch& b) {
+        const double rest = value(b.rest());
+        if (rest < infinite_time && b.value(rest) == target) found = tape_choice(p);
+        return found == -1;  // a tape choice is never -1
+      },
+      [&](const checkpoint_branch& b) {
+        const double right = value(b.right());
+        if (!(right < infinite_time)) return true;
+        const double left = value(b.left());
+        if (left < infinite_time && b.value(right, left) == target) found = b.j;
+        return found == -1;
+      });
+  return found;
 }
 
 }  // namespace remat::detail

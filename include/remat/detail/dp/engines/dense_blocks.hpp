@@ -5,6 +5,7 @@
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/detail/dp/branches.hpp>
 #include <remat/detail/dp/engines/dense_table.hpp>
 #include <remat/detail/dp/engines/dense_tile.hpp>
 #include <remat/detail/dp/intervals.hpp>
@@ -63,8 +64,8 @@ REMAT_DETAIL_AVX2_TARGET inline std::uint64_t below_mask_avx2(const double* r, c
 }
 #endif
 
-// Bit k (k < n <= 64) set when (acc + r[k]) + lf[k] < bar[k]: with AVX2, 4 at a time up to
-// the last whole 4, the rest one by one.
+// Bit k (k < n <= 64) set when checkpoint_value(acc, r[k], lf[k]) < bar[k]: with AVX2, 4 at a
+// time up to the last whole 4 (the same additions in the same order), the rest one by one.
 template <bool Avx2>
 [[gnu::always_inline]] inline std::uint64_t below_mask(const double* r, const double* lf,
                                                        const double* bar, double acc,
@@ -77,7 +78,8 @@ template <bool Avx2>
     bits = below_mask_avx2(r, lf, bar, acc, k);
   }
 #endif
-  for (; k < n; ++k) bits |= static_cast<std::uint64_t>((acc + r[k]) + lf[k] < bar[k]) << k;
+  for (; k < n; ++k)
+    bits |= static_cast<std::uint64_t>(checkpoint_value(acc, r[k], lf[k]) < bar[k]) << k;
   return bits;
 }
 

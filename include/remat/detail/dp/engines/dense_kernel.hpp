@@ -5,6 +5,7 @@
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/detail/dp/branches.hpp>
 #include <remat/detail/dp/engines/dense_blocks.hpp>
 #include <remat/detail/dp/engines/dense_table.hpp>
 #include <remat/detail/dp/engines/dense_tile.hpp>
@@ -199,7 +200,7 @@ class dp {
     const double* bb = cs.block_best;
     auto wanted = [&](std::size_t q) {
       const auto sq = static_cast<std::ptrdiff_t>(q);
-      return (br.acc + sample[br.r_sample + sq]) + sample[br.l_sample + sq] < bb[q];
+      return checkpoint_value(br.acc, sample[br.r_sample + sq], sample[br.l_sample + sq]) < bb[q];
     };
     // 64 blocks at a time: their tests as bits, without branches; then the runs of set bits.
     // A run lowers best, so a later bit may be stale: it only costs a run that could have
@@ -317,8 +318,8 @@ class dp {
     const std::int64_t* arg = cols_->arg.data() + at(cs.l) * cols_->stride;
     // reach[k] = reach(i, i + k)
     const size_type* reach = reach_.data() + interval_index(md_.L, cs.i, cs.i);
-    // forwards[k] = forwards(i, i + 1 + k): split point j = i + 1 + k exists at m only from
-    // x[l+1] + forwards[k] on (docs/recording-overhead.md), and non-decreasing in k like reach.
+    // forwards[k] = forwards(i, i + 1 + k): split point j = i + 1 + k exists at m only from its
+    // `checkpoint_branch::own`, x[l+1] + forwards[k], on; non-decreasing in k like reach.
     const size_type* forwards = forwards_.data() + interval_index(md_.L, cs.i, cs.i);
     const size_type held = md_.x[at(cs.l + 1)];
     const std::int64_t i = cs.i;
@@ -347,16 +348,14 @@ class dp {
   // The tape branch: fw_o[i] + bw_o[i] + OPT(i+1, l, m - xb_o[i+1]), for each option o.
   [[gnu::always_inline]] inline void tape(std::int32_t i, std::int32_t l, size_type a, size_type b,
                                           double* best) const {
-    const std::size_t cr = interval_index(md_.L, i + 1, l);
+    const std::size_t cr = interval_index(md_.L, i + 1, l);  // every option's rest
     const double* rest = t_.value.data() + t_.offset[cr];
     for (const tape_option& o : md_.options(i)) {
-      const size_type tape_ops = tape_ops_memory(md_, i, l, o);
-      const double fb = o.fw + o.bw;
-      const size_type shift = o.xb;
-      const size_type lo = t_.bounds.need[cr] + shift;
-      const size_type st = add_or_unreachable(t_.bounds.store[cr], shift);
-      for (size_type m = std::max({a, tape_ops, lo}); m <= b; ++m) {
-        const double v = fb + (m >= st ? t_.bounds.S[cr] : rest[m - lo]);
+      const tape_branch br = tape_branch_of(md_, i, l, o);
+      const size_type lo = t_.bounds.need[cr] + br.held;
+      const size_type st = add_or_unreachable(t_.bounds.store[cr], br.held);
+      for (size_type m = std::max({a, br.own, lo}); m <= b; ++m) {
+        const double v = br.value(m >= st ? t_.bounds.S[cr] : rest[m - lo]);
         double& slot = best[m - a];
         slot = v < slot ? v : slot;
       }
@@ -367,27 +366,31 @@ class dp {
   // option's tape ops on.
   [[gnu::always_inline]] inline void base(std::int32_t i, size_type a, size_type b,
                                           double* best) const {
-    for (const tape_option& o : md_.options(i))
-      for (size_type m = std::max(a, tape_ops_memory(md_, i, i, o)); m <= b; ++m) {
-        const double v = o.fw + o.bw;
+    for (const tape_option& o : md_.options(i)) {
+      const tape_branch base = tape_branch_of(md_, i, i, o);
+      for (size_type m = std::max(a, base.own); m <= b; ++m) {
+        const double v = base.time;
         double& slot = best[m - a];
         slot = v < slot ? v : slot;
       }
+    }
   }
 
   [[gnu::always_inline]] inline void prepare(const cell_state& cs, std::int32_t j, double acc,
                                              branch& br) const {
-    const std::int32_t i = cs.i;
-    const std::int32_t l = cs.l;
-    const interval_info& right = info_[interval_index(md_.L, j, l)];
-    const interval_info& left = info_[interval_index(md_.L, i, j - 1)];
-    if (j < l) prefetch_next(cs, j + 1);
-    br.acc = acc;
-    const size_type shift = md_.x[at(j)];
-    // The branch's own forwards (docs/recording-overhead.md): below, it does not exist.
-    const size_type forwards = md_.x[at(l + 1)] + forwards_[interval_index(md_.L, i, j - 1)];
-    if (right.need == unreachable || left.need == unreachable ||
-        std::max({right.need + shift, left.need, forwards}) > cs.b) {
+    const checkpoint_branch cb = checkpoint_branch_at(md_, forwards_, cs.i, cs.l, j, acc);
+    const branch_part rp = cb.right();
+    const branch_part lp = cb.left();
+    const interval_info& right = info_[interval_index(md_.L, rp.i, rp.l)];
+    const interval_info& left = info_[interval_index(md_.L, lp.i, lp.l)];
+    if (j < cs.l) prefetch_next(cs, j + 1);
+    br.acc = cb.forward;
+    const size_type shift = rp.held;
+    // Below its need (its own forwards' memory included) the branch does not exist.
+    br.from = right.need == unreachable || left.need == unreachable
+                  ? unreachable
+                  : cb.need(right.need, left.need);
+    if (br.from > cs.b) {
       br.from = unreachable;
       return;
     }
@@ -395,7 +398,6 @@ class dp {
     br.r_st = add_or_unreachable(right.store, shift);
     br.l_lo = left.need;
     br.l_st = left.store;
-    br.from = std::max({br.r_lo, br.l_lo, forwards});
     br.r = t_.value.data() + right.offset;
     br.lf = t_.value.data() + left.offset;
     br.r_const = right.S;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/detail/dp/branches.hpp>
 #include <remat/detail/dp/intervals.hpp>
 #include <remat/detail/dp/model.hpp>
 #include <remat/detail/dp/platform.hpp>
@@ -55,50 +56,14 @@ struct dense_table {
   // The choice `reference_cell` records for (i, l, m): the same expressions, in the same order,
   // over the same values; the first branch that reaches the least value.
   std::int32_t choice_at(const model& md, std::int32_t i, std::int32_t l, size_type m) const {
-    auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
     const std::size_t c = interval_index(L, i, l);
     if (m < bounds.need[c]) return -1;
     if (i == md.L) return 0;
-    if (m >= bounds.store[c]) return tape_choice(md.fastest[at(i)]);
-    double best = infinite_time;
-    std::int32_t choice = -1;
-    const std::span<const tape_option> options = md.options(i);
-    if (i == l) {
-      for (std::size_t p = 0; p < options.size(); ++p) {
-        const tape_option& o = options[p];
-        if (m < tape_ops_memory(md, i, l, o) || !(o.fw + o.bw < best)) continue;
-        best = o.fw + o.bw;
-        choice = tape_choice(p);
-      }
-      return choice;
-    }
-    if (branches == dp_branches::tape_and_checkpoint)
-      for (std::size_t p = 0; p < options.size(); ++p) {
-        const tape_option& o = options[p];
-        if (m < tape_ops_memory(md, i, l, o) || m < o.xb) continue;
-        const double rest = get(i + 1, l, m - o.xb);
-        if (!(rest < infinite_time)) continue;
-        const double v = o.fw + o.bw + rest;
-        if (v < best) {
-          best = v;
-          choice = tape_choice(p);
-        }
-      }
-    double forward = 0;
-    size_type forwards = 0;  // checkpoint_forward_table's forwards(i, j)
-    for (std::int32_t j = i + 1; j <= l; ++j) {
-      forward += md.fw[at(j - 1)];
-      forwards = j == i + 1 ? md.x[at(i + 1)] + md.ft[at(i)]
-                            : std::max(forwards, md.x[at(j - 1)] + md.x[at(j)] + md.ft[at(j - 1)]);
-      if (m < md.x[at(l + 1)] + forwards) break;
-      if (m < md.x[at(j)]) continue;
-      const double v = forward + get(j, l, m - md.x[at(j)]) + get(i, j - 1, m);
-      if (v < best) {
-        best = v;
-        choice = j;
-      }
-    }
-    return choice;
+    if (m >= bounds.store[c]) return tape_choice(md.fastest[static_cast<std::size_t>(i)]);
+    return least_branch_within(
+               md, branches, i, l, m,
+               [&](std::int32_t a, std::int32_t b, size_type k) { return get(a, b, k); })
+        .choice;
   }
 };
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/detail/dp/branches.hpp>
 #include <remat/detail/dp/engines/dense_table.hpp>
 
 #include <algorithm>
@@ -88,8 +89,8 @@ struct scratch {
   std::vector<double> acc;  // [row][j - ext_lo]: fw[i] + ... + fw[j-1]
 };
 
-// best[k] = min(best[k], (acc + r[k]) + lf[k]) for k in [0, n); r (lf) is the constant rc (lc)
-// when RightConst (LeftConst) and is not read then.
+// best[k] = min(best[k], checkpoint_value(acc, r[k], lf[k])) for k in [0, n); r (lf) is the
+// constant rc (lc) when RightConst (LeftConst) and is not read then.
 template <bool RightConst, bool LeftConst>
 [[gnu::always_inline]] inline void relax(double* __restrict best, const double* __restrict r,
                                          double rc, const double* __restrict lf, double lc,
@@ -97,7 +98,7 @@ template <bool RightConst, bool LeftConst>
   for (std::size_t k = 0; k < n; ++k) {
     const double rv = RightConst ? rc : r[k];
     const double lv = LeftConst ? lc : lf[k];
-    const double v = (acc + rv) + lv;
+    const double v = checkpoint_value(acc, rv, lv);
     best[k] = v < best[k] ? v : best[k];
   }
 }

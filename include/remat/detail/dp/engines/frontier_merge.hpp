@@ -3,6 +3,7 @@
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/detail/dp/branches.hpp>
 #include <remat/detail/dp/engines/frontier_table.hpp>
 #include <remat/detail/dp/intervals.hpp>
 #include <remat/detail/dp/model.hpp>
@@ -129,7 +130,7 @@ constexpr merged_points merge_points(branch_walk& w, size_type e, frontier_point
   bool won = false;
   double steps = work;
   while (true) {
-    const double v = (forward + R[ir].t) + Lf[il].t;
+    const double v = checkpoint_value(forward, R[ir].t, Lf[il].t);
     const bool wins = v < b;
     const double value = wins ? v : b;
     emitted[np] = {m, value, wins ? j : bc};
@@ -166,11 +167,11 @@ constexpr merged_points merge_points(branch_walk& w, size_type e, frontier_point
   return r;
 }
 
-// best = min(best, branch j), branch(m) = (forward + R(m - shift)) + Lf(m) for from <= m <= top
-// (the dense DP's order of the sums); ties keep `best`'s point. The new envelope is built in
-// `s.next`; false (and `s.next` meaningless) when the branch wins nowhere. `best` has no point
-// above `top`; R and Lf hold every point up to the memories the branch reads them at (top - shift
-// and top), so their last points still bound it from below.
+// best = min(best, branch j), branch(m) = `checkpoint_value`(forward, R(m - shift), Lf(m)) for
+// from <= m <= top (every engine's order of the sums); ties keep `best`'s point. The new envelope
+// is built in `s.next`; false (and `s.next` meaningless) when the branch wins nowhere. `best` has
+// no point above `top`; R and Lf hold every point up to the memories the branch reads them at
+// (top - shift and top), so their last points still bound it from below.
 //
 // Most of a branch loses everywhere, so the walk goes by blocks of `merge_block` points of each
 // of R, Lf and best: over the memories where none of the three leaves its block, the branch is at
@@ -194,7 +195,7 @@ constexpr bool merge_branch(scratch& s, const std::vector<frontier_step>& R, siz
                 forward,
                 j,
                 top == unreachable ? unreachable : top + 1,
-                (forward + R.back().t) + Lf.back().t};
+                checkpoint_value(forward, R.back().t, Lf.back().t)};
   const std::size_t nb = w.nb;
   const std::size_t nr = w.nr;
   const std::size_t nl = w.nl;
@@ -219,7 +220,7 @@ constexpr bool merge_branch(scratch& s, const std::vector<frontier_step>& R, siz
     if (ub <= w.least) break;  // the branch cannot win from m on
     const size_type e = std::min({w.mem_r(hr), w.mem_l(hl), w.mem_b(hb)});
     s.work += 1;
-    if (!((forward + R[hr - 1].t) + Lf[hl - 1].t < ub)) {  // no win below e
+    if (!(checkpoint_value(forward, R[hr - 1].t, Lf[hl - 1].t) < ub)) {  // no win below e
       if (e >= w.stop) break;
       w.m = e;
       if (w.mem_r(hr) == e) w.ir = hr;
@@ -246,7 +247,7 @@ constexpr bool merge_branch(scratch& s, const std::vector<frontier_step>& R, siz
 // The frontier of the loss cell (L, L): one point, where it fits under `top`.
 constexpr void loss_cell(const model& md, size_type top, std::vector<frontier_step>& result,
                          std::vector<std::int32_t>& result_choices) {
-  const size_type m = md.x[static_cast<std::size_t>(md.L)] + md.loss_overhead;
+  const size_type m = loss_need(md);
   if (m <= top) {
     result.push_back({m, md.loss_time});
     result_choices.push_back(0);
@@ -262,8 +263,8 @@ constexpr void diagonal_cell(const model& md, std::int32_t i, size_type top, scr
   const std::span<const tape_option> options = md.options(i);
   s.best.clear();
   for (std::size_t p = 0; p < options.size(); ++p) {
-    const size_type m = tape_ops_memory(md, i, i, options[p]);
-    if (m <= top) s.best.push_back({m, options[p].fw + options[p].bw, tape_choice(p)});
+    const tape_branch base = tape_branch_of(md, i, i, options[p]);
+    if (base.own <= top) s.best.push_back({base.own, base.time, tape_choice(p)});
   }
   std::sort(s.best.begin(), s.best.end(), [](const frontier_point& a, const frontier_point& b) {
     if (a.m != b.m) return a.m < b.m;
@@ -277,24 +278,24 @@ constexpr void diagonal_cell(const model& md, std::int32_t i, size_type top, scr
     }
 }
 
-// The tape branches of (i, l), one per option, into `s.best` (empty before): fw_o + bw_o +
-// rest(m - xb_o) from the option's tape ops and `mmin` on.
+// The tape branches of (i, l), one per option, into `s.best` (empty before): their values from
+// the rest's frontier shifted by the tape, from their own ops' memory and `mmin` on.
 constexpr void merge_tape_branches(const model& md, const frontier_table& t, std::int32_t i,
                                    std::int32_t l, size_type mmin, size_type top, scratch& s) {
-  const std::vector<frontier_step>& rest = t.of(i + 1, l);
+  const std::vector<frontier_step>& rest = t.of(i + 1, l);  // every option's `tape_branch::rest`
   if (rest.empty()) return;
   // The first option's branch is the envelope so far; the others merge into it as a branch
-  // (fw_o + bw_o + rest(m - xb_o)) + 0: the same sum, ties to the earlier option.
+  // (time + rest(m - held)) + 0: the same sum, ties to the earlier option.
   const std::span<const tape_option> options = md.options(i);
   const std::vector<frontier_step> zero{{0, 0.0}};
   for (std::size_t p = 0; p < options.size(); ++p) {
-    const tape_option& op = options[p];
-    const size_type from = std::max(tape_ops_memory(md, i, l, op), mmin);
+    const tape_branch b = tape_branch_of(md, i, l, options[p]);
+    const size_type from = std::max(b.own, mmin);
     if (p == 0) {
-      append_shifted(s.best, rest, op.xb, op.fw + op.bw, from, 0, top);
+      append_shifted(s.best, rest, b.held, b.time, from, 0, top);
     } else if (s.best.empty()) {
-      append_shifted(s.best, rest, op.xb, op.fw + op.bw, from, tape_choice(p), top);
-    } else if (merge_branch(s, rest, op.xb, zero, op.fw + op.bw, from, tape_choice(p), top)) {
+      append_shifted(s.best, rest, b.held, b.time, from, tape_choice(p), top);
+    } else if (merge_branch(s, rest, b.held, zero, b.time, from, tape_choice(p), top)) {
       std::swap(s.best, s.next);
     }
   }
@@ -304,20 +305,16 @@ constexpr void merge_tape_branches(const model& md, const frontier_table& t, std
 constexpr void merge_checkpoint_branches(const model& md, const frontier_table& t, std::int32_t i,
                                          std::int32_t l, size_type mmin, size_type top,
                                          scratch& s) {
-  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
-  double forward = 0;
-  size_type forwards = 0;  // checkpoint_forward_table's forwards(i, j)
-  for (std::int32_t j = i + 1; j <= l; ++j) {
-    forward += md.fw[at(j - 1)];
-    forwards = j == i + 1 ? md.x[at(i + 1)] + md.ft[at(i)]
-                          : std::max(forwards, md.x[at(j - 1)] + md.x[at(j)] + md.ft[at(j - 1)]);
-    const std::vector<frontier_step>& R = t.of(j, l);
-    const std::vector<frontier_step>& Lf = t.of(i, j - 1);
-    if (!std::is_constant_evaluated() && j < l) {
+  for (checkpoint_walk w(md, i, l); !w.done(); w.next()) {
+    const branch_part right = w->right();
+    const branch_part left = w->left();
+    const std::vector<frontier_step>& R = t.of(right.i, right.l);
+    const std::vector<frontier_step>& Lf = t.of(left.i, left.l);
+    if (!std::is_constant_evaluated() && w->j < l) {
       // The next branch's frontiers lie far apart in the table: start loading the points its
       // merge reads first (both ends of each) while this one merges.
-      const std::vector<frontier_step>& Rn = t.of(j + 1, l);
-      const std::vector<frontier_step>& Ln = t.of(i, j);
+      const std::vector<frontier_step>& Rn = t.of(right.i + 1, right.l);
+      const std::vector<frontier_step>& Ln = t.of(left.i, left.l + 1);
       if (!Rn.empty() && !Ln.empty()) {
         __builtin_prefetch(Rn.data());
         __builtin_prefetch(&Rn.back());
@@ -326,9 +323,10 @@ constexpr void merge_checkpoint_branches(const model& md, const frontier_table& 
       }
     }
     if (R.empty() || Lf.empty()) continue;
-    // The branch's floor: mmin, and its own forwards (docs/recording-overhead.md).
-    const size_type floor = std::max(mmin, md.x[at(l + 1)] + forwards);
-    if (merge_branch(s, R, md.x[at(j)], Lf, forward, floor, j - i, top)) std::swap(s.best, s.next);
+    // The branch's floor: mmin, and its own forwards.
+    const size_type floor = std::max(mmin, w->own);
+    if (merge_branch(s, R, right.held, Lf, w->forward, floor, w->j - i, top))
+      std::swap(s.best, s.next);
   }
 }
 

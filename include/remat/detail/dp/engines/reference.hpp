@@ -5,6 +5,7 @@
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/detail/dp/branches.hpp>
 #include <remat/detail/dp/intervals.hpp>
 #include <remat/detail/dp/least_memory.hpp>
 #include <remat/detail/dp/model.hpp>
@@ -47,63 +48,23 @@ struct reference_table {
 constexpr void reference_cell(const model& md, reference_table& t, const interval_bounds& bounds,
                               std::int32_t i, std::int32_t l, size_type m, size_type mmin,
                               dp_branches branches = dp_branches::tape_and_checkpoint) {
-  auto at = [](std::int32_t k) { return static_cast<std::size_t>(k); };
   const std::size_t c = interval_index(md.L, i, l);
   double best = infinite_time;
   std::int32_t choice = -1;
   if (m >= bounds.store[c]) {
     best = bounds.S[c];
-    choice = i == md.L ? 0 : tape_choice(md.fastest[at(i)]);
+    choice = i == md.L ? 0 : tape_choice(md.fastest[static_cast<std::size_t>(i)]);
   } else if (i == md.L) {
-    if (m >= md.x[at(md.L)] + md.loss_overhead) {
+    if (m >= loss_need(md)) {
       best = md.loss_time;
       choice = 0;
     }
-  } else {
-    const std::span<const tape_option> options = md.options(i);
-    if (i == l) {
-      // The least over the options (the first on a tie).
-      for (std::size_t p = 0; p < options.size(); ++p) {
-        const tape_option& o = options[p];
-        if (m < tape_ops_memory(md, i, l, o)) continue;
-        const double v = o.fw + o.bw;
-        if (v < best) {
-          best = v;
-          choice = tape_choice(p);
-        }
-      }
-    } else if (m >= mmin) {
-      if (branches == dp_branches::tape_and_checkpoint) {
-        for (std::size_t p = 0; p < options.size(); ++p) {
-          const tape_option& o = options[p];
-          if (m < tape_ops_memory(md, i, l, o) || m < o.xb) continue;
-          const double rest = t.value[t.at(i + 1, l, m - o.xb)];
-          if (!(rest < infinite_time)) continue;
-          const double v = o.fw + o.bw + rest;
-          if (v < best) {
-            best = v;
-            choice = tape_choice(p);
-          }
-        }
-      }
-      double forward = 0;
-      size_type forwards = 0;  // checkpoint_forward_table's forwards(i, j)
-      for (std::int32_t j = i + 1; j <= l; ++j) {
-        forward += md.fw[at(j - 1)];
-        forwards = j == i + 1
-                       ? md.x[at(i + 1)] + md.ft[at(i)]
-                       : std::max(forwards, md.x[at(j - 1)] + md.x[at(j)] + md.ft[at(j - 1)]);
-        // The branch's own forwards (docs/recording-overhead.md); non-decreasing in j.
-        if (m < md.x[at(l + 1)] + forwards) break;
-        if (m < md.x[at(j)]) continue;
-        const double v =
-            forward + t.value[t.at(j, l, m - md.x[at(j)])] + t.value[t.at(i, j - 1, m)];
-        if (v < best) {
-          best = v;
-          choice = j;
-        }
-      }
-    }
+  } else if (i == l || m >= mmin) {
+    const least_branch least = least_branch_within(
+        md, branches, i, l, m,
+        [&](std::int32_t a, std::int32_t b, size_type k) { return t.value[t.at(a, b, k)]; });
+    best = least.value;
+    choice = least.choice;
     if (best < infinite_time) best = std::max(bounds.S[c], best);
   }
   t.value[t.at(i, l, m)] = best;

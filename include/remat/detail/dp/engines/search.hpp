@@ -34,6 +34,7 @@
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/detail/dp/branches.hpp>
 #include <remat/detail/dp/engines/search_bounds.hpp>
 #include <remat/detail/dp/engines/search_memo.hpp>
 #include <remat/detail/dp/intervals.hpp>
@@ -212,35 +213,32 @@ class engine {
   // the limit onto the stack, the least bound of the others in `skipped`.
   void list_branches(std::int32_t i, std::int32_t l, size_type m, std::size_t c, double limit,
                      double& skipped) {
-    const std::span<const tape_option> options = md_.options(i);
     if (i == l) {
+      const std::span<const tape_option> options = md_.options(i);
       for (std::size_t p = 0; p < options.size(); ++p) {
-        const tape_option& o = options[p];
-        if (m < tape_ops_memory(md_, i, l, o)) continue;
-        push({o.fw + o.bw, o.fw + o.bw, 0, tape_order(p)}, limit, skipped);
+        const tape_branch base = tape_branch_of(md_, i, i, options[p]);
+        if (m < base.own) continue;
+        push({base.time, base.time, 0, tape_order(p)}, limit, skipped);
         spend();
       }
     } else if (m >= mmin_[c]) {
-      if (branches_ == dp_branches::tape_and_checkpoint)
-        for (std::size_t p = 0; p < options.size(); ++p) {
-          const tape_option& o = options[p];
-          if (m < tape_ops_memory(md_, i, l, o) || m < o.xb) continue;
-          const double own = o.fw + o.bw;
-          const double floor_rest = lower(interval_index(md_.L, i + 1, l), m - o.xb);
-          push({own + floor_rest, own, 0, tape_order(p)}, limit, skipped);
-          spend();
-        }
-      double forward = 0;
-      for (std::int32_t j = i + 1; j <= l; ++j) {
-        forward += md_.fw[at(j - 1)];
-        // The branch's own forwards, non-decreasing in j.
-        if (m < md_.x[at(l + 1)] + forwards_[interval_index(md_.L, i, j - 1)]) break;
-        if (m < md_.x[at(j)]) continue;
-        const double floor_right = lower(interval_index(md_.L, j, l), m - md_.x[at(j)]);
-        const double floor_left = lower(interval_index(md_.L, i, j - 1), m);
-        push({forward + floor_right + floor_left, forward, floor_left, j}, limit, skipped);
-        spend();
-      }
+      auto lower_of = [&](const branch_part& p) {
+        return lower(interval_index(md_.L, p.i, p.l), p.memory(m));
+      };
+      for_each_branch_within(
+          md_, branches_, i, l, m,
+          [&](std::size_t p, const tape_branch& b) {
+            push({b.value(lower_of(b.rest())), b.time, 0, tape_order(p)}, limit, skipped);
+            spend();
+            return true;
+          },
+          [&](const checkpoint_branch& b) {
+            const double floor_left = lower_of(b.left());
+            push({b.value(lower_of(b.right()), floor_left), b.forward, floor_left, b.j}, limit,
+                 skipped);
+            spend();
+            return true;
+          });
     }
   }
 
@@ -272,17 +270,19 @@ class engine {
       if (cand.j < 0 && i == l) {
         v = cand.own;
       } else if (cand.j < 0) {
-        const bounded rest =
-            value(i + 1, l, m - options[at(cand.j + tape_orders)].xb, win - cand.own);
-        v = cand.own + rest.value;
+        const tape_branch b = tape_branch_of(md_, i, l, options[at(cand.j + tape_orders)]);
+        const branch_part p = b.rest();
+        v = b.value(value(p.i, p.l, p.memory(m), win - cand.own).value);
       } else {
-        const bounded right =
-            value(cand.j, l, m - md_.x[at(cand.j)], win - cand.own - cand.floor_left);
+        const checkpoint_branch b = checkpoint_branch_at(md_, forwards_, i, l, cand.j, cand.own);
+        const branch_part pr = b.right();
+        const bounded right = value(pr.i, pr.l, pr.memory(m), win - cand.own - cand.floor_left);
         if (stopped_) break;
-        v = cand.own + right.value + cand.floor_left;
+        v = b.value(right.value, cand.floor_left);
         if (v < win) {
-          const bounded left = value(i, cand.j - 1, m, win - cand.own - right.value);
-          v = cand.own + right.value + left.value;
+          const branch_part pl = b.left();
+          v = b.value(right.value,
+                      value(pl.i, pl.l, pl.memory(m), win - cand.own - right.value).value);
         }
       }
       if (stopped_) break;
@@ -340,7 +340,7 @@ class engine {
   double max_work_ = 0;
   std::size_t max_cells_ = 0;
   std::vector<size_type> mmin_;      // necessary_memory_table
-  std::vector<size_type> forwards_;  // checkpoint_forward_table
+  std::vector<size_type> forwards_;  // checkpoint_forward_table, for `checkpoint_branch_at`
   std::vector<candidate> candidates_;
   memo memo_;
   double work_ = 0;
