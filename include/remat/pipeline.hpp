@@ -98,8 +98,9 @@ struct pipeline_result {
   /// The slowest rank's time per micro-batch (infinity where infeasible): in a steady pipeline
   /// every rank waits for it, so a step of M micro-batches takes about (M + P - 1) times it.
   double slowest = std::numeric_limits<double>::infinity();
-  /// The least budget per rank at which a split fits (`split_pipeline`), or at which this split
-  /// fits (`solve_pipeline`, `checkpoint_every_stage`); `solve_result::no_budget` when none does.
+  /// The least budget per rank at which the returned split's ranks fit (the most of their own
+  /// least budgets); where `split_pipeline` finds no split, the least at which any split fits.
+  /// `solve_result::no_budget` when no budget does.
   size_type min_feasible_budget = 0;
   /// Stage solves run (each (first, end, K) once).
   std::size_t solves = 0;
