@@ -63,7 +63,9 @@ struct solve_request {
   /// --micro-batches M (default 2P) micro-batches (docs/pipelines.md)
   std::size_t pipeline = 0;
   pipeline_schedule schedule = pipeline_schedule::one_f_one_b;
-  std::size_t micro_batches = 0;
+  std::size_t micro_batches = 0;  ///< 0: not given with --in-flight K0,K1,...
+  /// --pipeline P --in-flight K0,K1,...: each rank's K as given (instead of --schedule's)
+  std::vector<std::size_t> rank_in_flight;
 };
 
 inline std::string usage_text() {
@@ -86,7 +88,8 @@ inline std::string usage_text() {
       "usage: remat-solve CHAIN.json --budget SIZE [--solver NAME] [--slots auto|exact|N]\n"
       "                   [--coarsen N|auto] [--bandwidth BW] [--in-flight K] [--json]\n"
       "       remat-solve CHAIN.json --budget SIZE --pipeline P [--schedule 1f1b|gpipe]\n"
-      "                   [--micro-batches M] [--solver NAME] [--slots auto|exact|N] [--json]\n"
+      "                   [--micro-batches M | --in-flight K0,K1,...] [--solver NAME]\n"
+      "                   [--slots auto|exact|N] [--json]\n"
       "       remat-solve CHAIN.json --sweep [--points N] [--solver NAME,...] [--csv FILE]"
       " [--plot FILE.svg]\n"
       "                   [--bandwidth BW] [--in-flight K]\n"
@@ -125,6 +128,8 @@ inline std::string usage_text() {
       "  --schedule S     the pipeline's schedule: 1f1b (the default; rank r holds min(M, P - r)\n"
       "                   micro-batches) or gpipe (every rank holds M)\n"
       "  --micro-batches M  micro-batches per step (default 2P)\n"
+      "  --in-flight K0,K1,...  with --pipeline: each rank's K as given, for the schedules\n"
+      "                   --schedule does not name (interleaved: read K from the schedule)\n"
       "  --json           print one JSON object instead of the report (also with --info)\n"
       "  --block-options  (graph files) give each block options that keep fewer of its saved\n"
       "                   values and recompute the others in its backward; --info counts them\n"
@@ -302,7 +307,7 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
                     ? auto_slots
                     : detail::parse_count("--slots", *slots, " or 'exact' or 'auto'");
   if (points) req.points = detail::parse_count("--points", *points);
-  if (in_flight)
+  if (in_flight && !pipeline)
     req.in_flight = static_cast<std::size_t>(detail::parse_count("--in-flight", *in_flight));
   if (coarsen)
     req.coarsen =
@@ -340,10 +345,25 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
     throw usage_error("--json does not apply to --sweep (use --csv FILE)");
   if (pipeline) {
     if (req.what != command::solve) throw usage_error("--pipeline applies only to --budget");
-    if (given("--in-flight"))
-      throw usage_error("--in-flight does not apply to --pipeline (each rank's K follows from "
-                        "--schedule and --micro-batches)");
     req.pipeline = static_cast<std::size_t>(detail::parse_count("--pipeline", *pipeline));
+    if (in_flight) {
+      // K for each rank, for the schedules --schedule does not name (interleaved, looped, ...).
+      if (schedule)
+        throw usage_error("--schedule and --in-flight K0,K1,... exclude each other (the list "
+                          "gives each rank's K itself)");
+      std::string_view rest = *in_flight;
+      while (true) {
+        const auto comma = rest.find(',');
+        req.rank_in_flight.push_back(
+            static_cast<std::size_t>(detail::parse_count("--in-flight", rest.substr(0, comma))));
+        if (comma == std::string_view::npos) break;
+        rest.remove_prefix(comma + 1);
+      }
+      if (req.rank_in_flight.size() != req.pipeline)
+        throw usage_error("--in-flight with --pipeline " + std::to_string(req.pipeline) +
+                          " lists each rank's K: " + std::to_string(req.pipeline) +
+                          " values, not " + std::to_string(req.rank_in_flight.size()));
+    }
     if (schedule) {
       const auto s = parse_pipeline_schedule(*schedule);
       if (!s)
@@ -355,7 +375,7 @@ inline solve_request parse_arguments(std::span<const std::string_view> args) {
     req.micro_batches =
         micro_batches
             ? static_cast<std::size_t>(detail::parse_count("--micro-batches", *micro_batches))
-            : 2 * req.pipeline;
+            : in_flight ? 0 : 2 * req.pipeline;
   } else {
     for (const std::string_view pipeline_only : {"--schedule", "--micro-batches"})
       if (given(pipeline_only))

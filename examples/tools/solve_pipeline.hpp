@@ -24,6 +24,7 @@ struct pipeline_report {
   pipeline_schedule schedule = pipeline_schedule::one_f_one_b;
   std::size_t micro_batches = 0;
   std::vector<std::size_t> in_flight;
+  bool given = false;             ///< the ranks' K as given (--in-flight K0,K1,...)
   pipeline_result split;          ///< remat's split
   pipeline_result equal;          ///< equal stages per rank, each solved
   pipeline_result checkpointed;   ///< equal stages per rank, every stage checkpointed
@@ -35,7 +36,10 @@ inline pipeline_report compute_pipeline(const io::chain_file& file, const solve_
   rep.solver = req.solvers.empty() ? remat::solver::optimal : req.solvers.front();
   rep.schedule = req.schedule;
   rep.micro_batches = req.micro_batches;
-  rep.in_flight = micro_batches_in_flight(req.schedule, req.pipeline, req.micro_batches);
+  rep.given = !req.rank_in_flight.empty();
+  rep.in_flight = rep.given ? req.rank_in_flight
+                            : micro_batches_in_flight(req.schedule, req.pipeline,
+                                                      req.micro_batches);
   const solve_options options{
       .solver = rep.solver, .slots = req.slots, .threads = 0, .coarsen = req.coarsen};
   rep.split = split_pipeline(file.chain, req.budget, rep.in_flight, options);
@@ -94,8 +98,11 @@ inline std::string format_pipeline_json(const pipeline_report& rep) {
   const pipeline_result& p = rep.split;
   j["solver"] = std::string(name(rep.solver));
   j["pipeline"] = rep.in_flight.size();
-  j["schedule"] = std::string(name(rep.schedule));
-  j["micro_batches"] = rep.micro_batches;
+  j["schedule"] = rep.given ? nlohmann::ordered_json(nullptr)
+                            : nlohmann::ordered_json(std::string(name(rep.schedule)));
+  j["micro_batches"] = rep.micro_batches == 0 ? nlohmann::ordered_json(nullptr)
+                                              : nlohmann::ordered_json(rep.micro_batches);
+  j["in_flight"] = rep.in_flight;
   j["feasible"] = p.feasible;
   j["budget"] = p.budget;
   j["slowest"] = detail::time_or_null(p);
@@ -140,9 +147,9 @@ inline std::string format_pipeline(const pipeline_report& rep) {
     ks += std::to_string(k);
   }
   line("chain", detail::chain_line(f));
-  line("pipeline", std::to_string(rep.in_flight.size()) + " ranks, " +
-                       std::string(name(rep.schedule)) + ", " +
-                       std::to_string(rep.micro_batches) + " micro-batches: " + ks +
+  std::string how = rep.given ? std::string("K as given") : std::string(name(rep.schedule));
+  if (rep.micro_batches > 0) how += ", " + std::to_string(rep.micro_batches) + " micro-batches";
+  line("pipeline", std::to_string(rep.in_flight.size()) + " ranks, " + how + ": " + ks +
                        " in flight, rank 0 first");
   line("solver", std::string(name(rep.solver)) + " on each rank's stages");
   line("budget", detail::format_memory(p.budget, mu) + " per rank");
@@ -163,11 +170,14 @@ inline std::string format_pipeline(const pipeline_report& rep) {
                  std::to_string(s.in_flight - 1) + " x retained " +
                  std::to_string(s.result.retained));
   }
-  line("slowest", detail::format_time(p.slowest, tu) + " per micro-batch; a step of " +
-                      std::to_string(rep.micro_batches) + " takes about (M + P - 1) x that = " +
-                      detail::format_time(p.slowest * static_cast<double>(rep.micro_batches +
-                                                                          rep.in_flight.size() - 1),
-                                          tu));
+  std::string slowest = detail::format_time(p.slowest, tu) + " per micro-batch";
+  if (rep.micro_batches > 0)
+    slowest += "; a step of " + std::to_string(rep.micro_batches) +
+               " takes about (M + P - 1) x that = " +
+               detail::format_time(p.slowest * static_cast<double>(rep.micro_batches +
+                                                                   rep.in_flight.size() - 1),
+                                   tu);
+  line("slowest", slowest);
   line("equal", detail::split_line(rep.equal, tu, mu) + " (remat on each rank)");
   line("", detail::split_line(rep.checkpointed, tu, mu) + " (every stage checkpointed)");
   line("ops", "each rank's on its own stages, numbered from 0 there:");

@@ -355,9 +355,21 @@ TEST_SUITE("remat-solve" * doctest::skip(exe.empty())) {
     check_usage_error({resnet, "--budget", b, "--pipeline", "3", "--schedule", "zb"},
                       "--schedule 'zb': one of 1f1b, gpipe (schedules that split the backward "
                       "are not modelled)");
+    // K for each rank as given (a schedule --schedule does not name): the library's split.
+    const nlohmann::ordered_json given =
+        run_json({resnet, "--budget", b, "--pipeline", "3", "--in-flight", "4,2,2", "--json"}, 0);
+    const std::vector<std::size_t> own{4, 2, 2};
+    CHECK(given["schedule"].is_null());
+    CHECK(given["micro_batches"].is_null());
+    CHECK(given["in_flight"] == own);
+    CHECK(given["slowest"].get<double>() ==
+          doctest::Approx(remat::split_pipeline(f.chain, budget, own).slowest));
     check_usage_error({resnet, "--budget", b, "--pipeline", "3", "--in-flight", "2"},
-                      "--in-flight does not apply to --pipeline (each rank's K follows from "
-                      "--schedule and --micro-batches)");
+                      "--in-flight with --pipeline 3 lists each rank's K: 3 values, not 1");
+    check_usage_error(
+        {resnet, "--budget", b, "--pipeline", "2", "--in-flight", "2,1", "--schedule", "1f1b"},
+        "--schedule and --in-flight K0,K1,... exclude each other (the list gives each rank's K "
+        "itself)");
     check_usage_error({resnet, "--sweep", "--pipeline", "3"}, "--pipeline applies only to --budget");
     check_usage_error({resnet, "--budget", b, "--micro-batches", "3"},
                       "--micro-batches applies only to --pipeline P");
