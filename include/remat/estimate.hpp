@@ -290,6 +290,9 @@ struct estimate_solve_at_fn {
   /// (its least-memory DPs run here, O(L^3), and its frontier DP is probed as the solve probes
   /// it); `min-memory`'s two exact solves or its fallback; `offload`'s recompute-only solve and
   /// its spine DP in the units it would run in. The solvers without a DP over memory: nothing.
+  /// `options.in_flight` is not looked at: with K > 1 the solve also builds the frontier table up
+  /// to the budget and walks its spine once per candidate retained memory, which this does not
+  /// cost (docs/pipelines.md, "Speed").
   template <chain_like C>
   solve_estimate operator()(const C& chain_in, size_type budget,
                             const solve_options& options = {}) const {
