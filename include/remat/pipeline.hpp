@@ -10,15 +10,14 @@
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
 #include <remat/detail/pipeline/stage_solves.hpp>
-#include <remat/detail/solvers/segmented.hpp>
 #include <remat/simulate.hpp>
 #include <remat/solve.hpp>
+#include <remat/solvers/sequential.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <numeric>
 #include <optional>
 #include <span>
 #include <string>
@@ -189,41 +188,38 @@ pipeline_result assemble(std::span<const std::size_t> starts, std::span<const st
   return p;
 }
 
-// The least, over contiguous splits of the chain into `in_flight.size()` ranks, of the most any
-// rank's `value(first, end, K)` is; `floor(first, end)` is at most `value` and grows as a stage
-// grows (it prunes). Values at or above `above` are not searched. Returns the starts, or nothing
-// where no split has a value below `above`.
-template <class Value, class Floor>
-std::optional<std::vector<std::size_t>> least_bottleneck(std::size_t length,
-                                                         std::span<const std::size_t> in_flight,
-                                                         double above, Value&& value,
-                                                         Floor&& floor) {
+// The DP over contiguous splits of `length` stages into `in_flight.size()` ranks (each at least
+// one stage): cell (r, j) is the best value of ranks 0..r covering stages [0, j), and rank r over
+// [i, j) extends the best of (r - 1, i) to `extend(before, i, j, K, cell)` (infinity: not taken;
+// `before` is 0 for rank 0). `stop(i, j, cell)` says that no earlier i can improve the cell (its
+// condition must hold for every smaller i once it holds). A candidate replaces the cell only if
+// smaller: ties keep the first found, the last rank shortest. Returns the starts of the best
+// split if its value is below `below`.
+template <class Extend, class Stop>
+std::optional<std::vector<std::size_t>> best_split(std::size_t length,
+                                                   std::span<const std::size_t> in_flight,
+                                                   double below, Extend&& extend, Stop&& stop) {
   const std::size_t P = in_flight.size();
   constexpr double none = std::numeric_limits<double>::infinity();
-  // best[r][j]: the least bottleneck of ranks 0..r covering stages [0, j); from[r][j] the start
-  // of rank r there.
   std::vector<std::vector<double>> best(P, std::vector<double>(length + 1, none));
   std::vector<std::vector<std::size_t>> from(P, std::vector<std::size_t>(length + 1, 0));
   for (std::size_t r = 0; r < P; ++r) {
-    const std::size_t lo = r + 1;
     const std::size_t hi = r + 1 == P ? length : length - (P - 1 - r);
-    for (std::size_t j = r + 1 == P ? length : lo; j <= hi; ++j) {
-      double& b = best[r][j];
-      for (std::size_t i = j; i-- > r;) {
-        if (r == 0 && i != 0) continue;
+    for (std::size_t j = r + 1 == P ? length : r + 1; j <= hi; ++j) {
+      double& cell = best[r][j];
+      for (std::size_t i = r == 0 ? 1 : j; i-- > (r == 0 ? 0 : r);) {
         const double before = r == 0 ? 0.0 : best[r - 1][i];
-        const double cut = std::min(b, above);
-        if (before >= cut) continue;
-        if (floor(i, j) >= cut) break;  // grows as i falls
-        const double v = std::max(before, value(i, j, in_flight[r]));
-        if (v < b) {
-          b = v;
+        if (!(before < none)) continue;
+        if (stop(i, j, cell)) break;
+        const double v = extend(before, i, j, in_flight[r], cell);
+        if (v < cell) {
+          cell = v;
           from[r][j] = i;
         }
       }
     }
   }
-  if (!(best[P - 1][length] < above)) return std::nullopt;
+  if (!(best[P - 1][length] < below)) return std::nullopt;
   std::vector<std::size_t> starts(P);
   for (std::size_t r = P, j = length; r-- > 0;) {
     starts[r] = from[r][j];
@@ -232,40 +228,39 @@ std::optional<std::vector<std::size_t>> least_bottleneck(std::size_t length,
   return starts;
 }
 
+// The least, over contiguous splits, of the most any rank's `value(first, end, K)` is;
+// `floor(first, end)` is at most `value` and grows as a stage grows (it prunes). Values at or
+// above `above` are not searched. Nothing where no split has a value below `above`.
+template <class Value, class Floor>
+std::optional<std::vector<std::size_t>> least_bottleneck(std::size_t length,
+                                                         std::span<const std::size_t> in_flight,
+                                                         double above, Value&& value,
+                                                         Floor&& floor) {
+  return best_split(
+      length, in_flight, above,
+      [&](double before, std::size_t i, std::size_t j, std::size_t K, double cell) {
+        if (before >= std::min(cell, above)) return std::numeric_limits<double>::infinity();
+        return std::max(before, value(i, j, K));
+      },
+      [&](std::size_t i, std::size_t j, double cell) {
+        return floor(i, j) >= std::min(cell, above);
+      });
+}
+
 // Among the splits whose every rank's `value(first, end, K)` is at most `most`, the one with the
-// least sum of values (ties: the first found, the last rank shortest); `floor` as in
-// `least_bottleneck`. Nothing where no split keeps `most`.
+// least sum of values; `floor` as in `least_bottleneck`. Nothing where no split keeps `most`.
 template <class Value, class Floor>
 std::optional<std::vector<std::size_t>> least_sum_within(std::size_t length,
                                                          std::span<const std::size_t> in_flight,
                                                          double most, Value&& value,
                                                          Floor&& floor) {
-  const std::size_t P = in_flight.size();
-  constexpr double none = std::numeric_limits<double>::infinity();
-  std::vector<std::vector<double>> best(P, std::vector<double>(length + 1, none));
-  std::vector<std::vector<std::size_t>> from(P, std::vector<std::size_t>(length + 1, 0));
-  for (std::size_t r = 0; r < P; ++r) {
-    const std::size_t hi = r + 1 == P ? length : length - (P - 1 - r);
-    for (std::size_t j = r + 1 == P ? length : r + 1; j <= hi; ++j) {
-      for (std::size_t i = j; i-- > r;) {
-        if (r == 0 && i != 0) continue;
-        const double before = r == 0 ? 0.0 : best[r - 1][i];
-        if (!(before < none)) continue;
-        if (floor(i, j) > most) break;  // grows as i falls
-        const double v = value(i, j, in_flight[r]);
-        if (v > most || !(before + v < best[r][j])) continue;
-        best[r][j] = before + v;
-        from[r][j] = i;
-      }
-    }
-  }
-  if (!(best[P - 1][length] < none)) return std::nullopt;
-  std::vector<std::size_t> starts(P);
-  for (std::size_t r = P, j = length; r-- > 0;) {
-    starts[r] = from[r][j];
-    j = starts[r];
-  }
-  return starts;
+  return best_split(
+      length, in_flight, std::numeric_limits<double>::infinity(),
+      [&](double before, std::size_t i, std::size_t j, std::size_t K, double) {
+        const double v = value(i, j, K);
+        return v > most ? std::numeric_limits<double>::infinity() : before + v;
+      },
+      [&](std::size_t i, std::size_t j, double) { return floor(i, j) > most; });
 }
 
 }  // namespace detail
@@ -380,10 +375,8 @@ pipeline_result checkpoint_every_stage(const C& chain_in, size_type budget,
       starts, in_flight, c.length(), budget, [&](std::size_t i, std::size_t j, std::size_t k) {
         const chain s = stage_chain(c, i, j);
         const auto n = static_cast<std::int32_t>(s.length());
-        std::vector<std::int32_t> every(static_cast<std::size_t>(n));
-        std::iota(every.begin(), every.end(), 0);
         solve_result r;
-        r.schedule.ops = detail::segmented_ops(n, every);
+        r.schedule.ops = detail::sequential_ops(n, n);  // one segment per stage
         const replay_result rr = simulate(s, r.schedule);
         r.schedule.makespan = rr.makespan;
         r.schedule.peak_memory = rr.peak_memory;
