@@ -99,7 +99,7 @@ def data():
     return x, target
 
 
-class Checkpointed(torch.nn.Module):
+class EveryBlockCheckpointed(torch.nn.Module):
     """(a): every block but the last under torch.utils.checkpoint."""
 
     def __init__(self, blocks):
@@ -133,7 +133,7 @@ def worker(rank, port, way, starts, K, budget, steps, results):
                 sample = full[:first](sample)
             sample.requires_grad_(True)
         if way == "a":
-            module = Checkpointed(list(part))
+            module = EveryBlockCheckpointed(list(part))
         else:
             # The last rank profiles its blocks with the pipeline's loss (the others' "loss" is
             # the output's gradient arriving), as the whole model's profile did.
