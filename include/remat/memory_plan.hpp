@@ -25,7 +25,7 @@
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
 #include <remat/detail/planning/best_fit.hpp>
-#include <remat/detail/walk.hpp>
+#include <remat/walk.hpp>
 #include <remat/op_table.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
@@ -198,7 +198,7 @@ constexpr memory_plan buffer_lifetimes(const chain& c, std::span<const op> ops,
     return static_cast<buffer_id>(m.buffers.size() - 1);
   };
   buffer_of.push_back(create(buffer_kind::activation, 0, 0, c.input_size, false));
-  walk(c, ops, [&](const walked_op& w, const std::vector<value>& values) {
+  walk(c, ops, [&](const walked_op& w, const std::vector<walked_value>& values) {
     const std::size_t i = w.index;
     const bool compute = !is_transfer(w.o.kind);
     step s{w.o};
@@ -206,7 +206,7 @@ constexpr memory_plan buffer_lifetimes(const chain& c, std::span<const op> ops,
     s.output_size = w.above_bytes;
     s.option = w.option;
     if (w.made != no_value) {
-      const value& v = values[w.made];
+      const walked_value& v = values[w.made];
       const buffer_kind kind = v.kind == 'g'   ? buffer_kind::gradient
                                : v.kind == 't' ? buffer_kind::tape
                                                : buffer_kind::activation;

@@ -13,11 +13,14 @@
 #pragma once
 
 #include <remat/chain.hpp>
-#include <remat/schedule.hpp>
+#include <remat/op.hpp>
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
 
 namespace remat {
 
@@ -72,48 +75,82 @@ enum class cost_source : std::uint8_t {
   prefetch,   ///< time: the tensor's bytes / prefetch bandwidth; no transient
 };
 
+/// Which indices k an op takes on a chain of L stages: a stage (0..L-1), the length (the loss:
+/// exactly L), or a tensor's (a transfer: a_k for 0..L, t_k for 1..L).
+enum class index_range : std::uint8_t { stage, length, tensor };
+
 /// One row of the op table. `reads` must be held (on the device, or for `host_copy` on the host)
 /// when the op starts; `makes` must not be, and is held from the op's start; `frees` are no longer
 /// held once it is issued, and their bytes are released at its end, or with
 /// `frees_after_readers` (an offload) once the compute ops issued before it that read them have
 /// ended too. Unused entries are `operand::none`.
+/// `name` is docs/model.md's and docs/offload.md's (`F_ck`, `O`); `json_name` the chain-format
+/// contract's `"op"` (the transfers are `offload`, `prefetch`, `wait` there). A transfer moves a
+/// tensor (`op::tensor`); only `takes_option` kinds name an option (`op::option`).
 struct op_rule {
   op_kind kind;
+  std::string_view name;
+  std::string_view json_name;
   remat::stream stream;
+  bool transfer;
+  index_range indices;
+  bool takes_option;
   std::array<operand, 3> reads;
   operand makes;
   std::array<operand, 3> frees;
   cost_source cost;
   bool frees_after_readers;
+
+  /// It makes a tensor on the device (a compute op, a prefetch): the ops that must wait for
+  /// memory another op frees.
+  [[nodiscard]] constexpr bool allocates() const noexcept {
+    return makes != operand::none && makes != operand::host_copy;
+  }
 };
 
 namespace detail {
-constexpr op_rule row(op_kind kind, std::array<operand, 3> reads, operand makes,
-                      std::array<operand, 3> frees, cost_source cost,
-                      bool frees_after_readers = false) {
-  return {kind, stream_of(kind), reads, makes, frees, cost, frees_after_readers};
+struct row_names {
+  std::string_view name, json_name;
+};
+constexpr op_rule compute_row(op_kind kind, row_names n, std::array<operand, 3> reads,
+                              operand makes, std::array<operand, 3> frees, cost_source cost) {
+  return {kind,  n.name,
+          n.json_name, stream::compute,
+          false, kind == op_kind::loss ? index_range::length : index_range::stage,
+          kind == op_kind::forward_all, reads,
+          makes, frees,
+          cost,  false};
+}
+constexpr op_rule transfer_row(op_kind kind, row_names n, remat::stream on, operand reads,
+                               operand makes, operand frees, cost_source cost,
+                               bool frees_after_readers = false) {
+  return {kind,    n.name,           n.json_name, on, true, index_range::tensor, false, {reads},
+          makes,   {frees},          cost,        frees_after_readers};
 }
 }  // namespace detail
 
-/// The table, indexed by `op_kind` (the streams are schedule.hpp's `stream_of`).
+/// The table, indexed by `op_kind`.
 inline constexpr std::array<op_rule, 8> op_table{{
-    detail::row(op_kind::forward_none, {operand::input}, operand::activation_above,
-                {operand::activation_input}, cost_source::forward),
-    detail::row(op_kind::forward_checkpoint, {operand::input}, operand::activation_above, {},
-                cost_source::forward),
-    detail::row(op_kind::forward_all, {operand::input}, operand::tape_above, {},
-                cost_source::recording),
-    detail::row(op_kind::loss, {operand::input}, operand::gradient_here,
-                {operand::activation_input}, cost_source::loss),
-    detail::row(op_kind::backward, {operand::gradient_above, operand::tape_above, operand::input},
-                operand::gradient_here,
-                {operand::gradient_above, operand::tape_above, operand::activation_input},
-                cost_source::backward),
-    detail::row(op_kind::offload, {operand::device_copy}, operand::host_copy,
-                {operand::device_copy}, cost_source::offload, true),
-    detail::row(op_kind::prefetch, {operand::host_copy}, operand::device_copy,
-                {operand::host_copy}, cost_source::prefetch),
-    detail::row(op_kind::wait, {operand::host_copy}, operand::none, {}, cost_source::none),
+    detail::compute_row(op_kind::forward_none, {"F_none", "F_none"}, {operand::input},
+                        operand::activation_above, {operand::activation_input},
+                        cost_source::forward),
+    detail::compute_row(op_kind::forward_checkpoint, {"F_ck", "F_ck"}, {operand::input},
+                        operand::activation_above, {}, cost_source::forward),
+    detail::compute_row(op_kind::forward_all, {"F_all", "F_all"}, {operand::input},
+                        operand::tape_above, {}, cost_source::recording),
+    detail::compute_row(op_kind::loss, {"loss", "loss"}, {operand::input}, operand::gradient_here,
+                        {operand::activation_input}, cost_source::loss),
+    detail::compute_row(op_kind::backward, {"B", "B"},
+                        {operand::gradient_above, operand::tape_above, operand::input},
+                        operand::gradient_here,
+                        {operand::gradient_above, operand::tape_above, operand::activation_input},
+                        cost_source::backward),
+    detail::transfer_row(op_kind::offload, {"O", "offload"}, stream::d2h, operand::device_copy,
+                         operand::host_copy, operand::device_copy, cost_source::offload, true),
+    detail::transfer_row(op_kind::prefetch, {"P", "prefetch"}, stream::h2d, operand::host_copy,
+                         operand::device_copy, operand::host_copy, cost_source::prefetch),
+    detail::transfer_row(op_kind::wait, {"W", "wait"}, stream::compute, operand::host_copy,
+                         operand::none, operand::none, cost_source::none),
 }};
 
 static_assert([] {
@@ -132,6 +169,65 @@ constexpr const op_rule& rule(op_kind k) noexcept {
   return op_table[static_cast<std::size_t>(k)];
 }
 
+/// True for the three transfer ops of docs/offload.md (`offload`, `prefetch`, `wait`).
+constexpr bool is_transfer(op_kind k) noexcept {
+  return is_op_kind(k) && rule(k).transfer;
+}
+
+/// Where an op runs (docs/offload.md): compute ops and `W` on the compute stream, `O` on the
+/// device-to-host copy stream, `P` on the host-to-device one.
+constexpr stream stream_of(op_kind k) noexcept {
+  return is_op_kind(k) ? rule(k).stream : stream::compute;
+}
+
+constexpr std::string_view name(stream s) noexcept {
+  switch (s) {
+    case stream::compute: return "compute";
+    case stream::d2h: return "d2h";
+    case stream::h2d: return "h2d";
+  }
+  return "?";
+}
+
+/// The name docs/model.md, docs/offload.md and the chain-format contract use: `F_none`, `F_ck`,
+/// `F_all`, `loss`, `B`, `O`, `P`, `W` ("?" for a value that is none of the kinds).
+constexpr std::string_view name(op_kind k) noexcept {
+  return is_op_kind(k) ? rule(k).name : "?";
+}
+
+/// The kind named `text`: its name or its JSON name (`O` or `offload`); none for another text.
+constexpr std::optional<op_kind> op_kind_named(std::string_view text) noexcept {
+  for (const op_rule& r : op_table)
+    if (text == r.name || text == r.json_name) return r.kind;
+  return std::nullopt;
+}
+
+/// The kinds' names for a message: `F_none, F_ck, F_all, loss, B, O|offload, P|prefetch, W|wait`.
+inline std::string op_kind_names() {
+  std::string out;
+  for (const op_rule& r : op_table) {
+    if (!out.empty()) out += ", ";
+    out += r.name;
+    if (r.json_name != r.name) {
+      out += '|';
+      out += r.json_name;
+    }
+  }
+  return out;
+}
+
+/// The indices `[first, last]` an op of kind `k` on tensor `t` takes on a chain of `L` stages
+/// (`index_range`); `first > last` where there is none (a stage of an empty chain).
+constexpr std::array<std::int32_t, 2> index_bounds(op_kind k, tensor_kind t,
+                                                   std::int32_t L) noexcept {
+  switch (rule(k).indices) {
+    case index_range::stage: return {0, L - 1};
+    case index_range::length: return {L, L};
+    case index_range::tensor: return {t == tensor_kind::tape ? 1 : 0, L};
+  }
+  return {0, -1};
+}
+
 /// The bytes of a_k (x[k], k in 0..L) and of t_k (xb_o[k], k in 1..L, recorded with option o
 /// of stage k-1) on a chain.
 constexpr size_type activation_bytes(const chain& c, std::int32_t k) noexcept {
@@ -148,7 +244,7 @@ constexpr size_type moved_bytes(const chain& c, const op& o, std::size_t option 
 
 /// How long `o` takes on `c` (a valid op of a validated chain), running option `option`: that
 /// of F_all(k, o) is `o.option`; B(k) and a transfer of t_k run the option of the F_all that
-/// recorded their tape, which a walk over the schedule knows (`detail::walked_op::option`).
+/// recorded their tape, which a walk over the schedule knows (`walked_op::option`).
 constexpr double op_time(const chain& c, const op& o, std::size_t option) noexcept {
   const auto k = static_cast<std::size_t>(o.stage);
   switch (rule(o.kind).cost) {

@@ -5,7 +5,9 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 
 namespace unit_op_table_test {
 
@@ -47,6 +49,42 @@ TEST_CASE("the table says what docs/model.md and docs/offload.md say each op doe
     CHECK(x.frees_after_readers == (x.kind == op_kind::offload));
   }
   CHECK(!remat::is_op_kind(static_cast<op_kind>(8)));
+}
+
+// The columns the text and JSON forms, the walk's index check and the executors read.
+TEST_CASE("the table names each op, its indices, its option and what it allocates") {
+  using remat::index_range;
+  using remat::tensor_kind;
+  const char* names[] = {"F_none", "F_ck", "F_all", "loss", "B", "O", "P", "W"};
+  const char* json[] = {"F_none", "F_ck", "F_all", "loss", "B", "offload", "prefetch", "wait"};
+  for (std::size_t i = 0; i < remat::op_table.size(); ++i) {
+    const remat::op_rule& x = remat::op_table[i];
+    CAPTURE(names[i]);
+    CHECK(x.name == names[i]);
+    CHECK(x.json_name == json[i]);
+    CHECK(remat::name(x.kind) == names[i]);
+    CHECK(remat::op_kind_named(names[i]) == x.kind);
+    CHECK(remat::op_kind_named(json[i]) == x.kind);
+    CHECK(x.transfer == (i >= 5));
+    CHECK(remat::is_transfer(x.kind) == (i >= 5));
+    CHECK(x.takes_option == (x.kind == op_kind::forward_all));
+    // A compute op or a prefetch makes a device tensor; an offload a host copy; a wait nothing.
+    CHECK(x.allocates() == (x.kind != op_kind::offload && x.kind != op_kind::wait));
+    CHECK(x.indices == (i >= 5                     ? index_range::tensor
+                        : x.kind == op_kind::loss ? index_range::length
+                                                  : index_range::stage));
+  }
+  CHECK(!remat::op_kind_named("offloads"));
+  CHECK(!remat::op_kind_named(""));
+  CHECK(remat::op_kind_names() == "F_none, F_ck, F_all, loss, B, O|offload, P|prefetch, W|wait");
+  CHECK(remat::name(static_cast<op_kind>(8)) == "?");
+  CHECK(!remat::is_transfer(static_cast<op_kind>(8)));
+  using bounds = std::array<std::int32_t, 2>;
+  CHECK(remat::index_bounds(op_kind::backward, tensor_kind::activation, 4) == bounds{0, 3});
+  CHECK(remat::index_bounds(op_kind::loss, tensor_kind::activation, 4) == bounds{4, 4});
+  CHECK(remat::index_bounds(op_kind::offload, tensor_kind::activation, 4) == bounds{0, 4});
+  CHECK(remat::index_bounds(op_kind::prefetch, tensor_kind::tape, 4) == bounds{1, 4});
+  static_assert(remat::op_kind_named("B") == op_kind::backward);
 }
 
 TEST_CASE("each op's time, transient and moved bytes come from the chain's figures") {

@@ -1,12 +1,12 @@
 // One training step of remat::torch::executor: a schedule run through autograd, op by op, with
 // every op measured. The op's values (the tensors it reads, makes and drops) come from the walk
-// over the schedule (remat/detail/walk.hpp): `prepare` takes them, `execute` runs a compute op
+// over the schedule (remat/walk.hpp): `prepare` takes them, `execute` runs a compute op
 // (a forward, the loss, a backward), and with transfers `issue`, `copy` and `release` move
 // tensors on the three streams of detail/planning/streams.hpp.
 #pragma once
 
 #include <remat/detail/planning/streams.hpp>
-#include <remat/detail/walk.hpp>
+#include <remat/walk.hpp>
 #include <remat/op_table.hpp>
 #include <remat/schedule.hpp>
 #include <remat/torch/detail/cuda_copies.hpp>
@@ -62,8 +62,8 @@ class step_run {
       walked_ = transfers_->walked;
       values_.resize(transfers_->values);
     } else {
-      const remat::detail::walk_failure f = remat::detail::walk(
-          p_.chain, ops_, [&](const walked_op& w, const std::vector<remat::detail::value>& v) {
+      const remat::walk_failure f = remat::walk(
+          p_.chain, ops_, [&](const walked_op& w, const std::vector<remat::walked_value>& v) {
             walked_.push_back(w);
             values_.resize(v.size());
           });
@@ -191,7 +191,7 @@ class step_run {
     if (is_transfer(w.o.kind)) return;  // a wait
     cur_.in = values_[w.read(operand::input)];
     for (std::size_t j = 0; j < w.frees.size(); ++j) {
-      if (w.frees[j] == remat::detail::no_value) continue;
+      if (w.frees[j] == remat::no_value) continue;
       const operand what = w.rule->frees[j];
       if (what == operand::tape_above) cur_.tape = std::move(values_[w.frees[j]]);
       if (what == operand::activation_input) cur_.dropped = std::move(values_[w.frees[j]]);
@@ -332,7 +332,7 @@ class step_run {
   void issue(std::size_t i) {
     const walked_op& w = walked_[i];
     if (w.o.kind == op_kind::wait) return;
-    const remat::detail::value_id from =
+    const remat::value_id from =
         w.read(w.o.kind == op_kind::offload ? operand::device_copy : operand::host_copy);
     tasks_[i] = values_[from];
     values_[w.made] = std::move(values_[from]);

@@ -11,7 +11,7 @@
 
 #include <remat/chain.hpp>
 #include <remat/detail/planning/streams.hpp>
-#include <remat/detail/walk.hpp>
+#include <remat/walk.hpp>
 #include <remat/op_table.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
@@ -29,7 +29,7 @@ namespace remat::torch::detail {
 using remat::detail::event_key;
 using remat::detail::stream_program;
 using remat::detail::stream_wait;
-using remat::detail::walked_op;
+using remat::walked_op;
 
 struct transfer_plan {
   static constexpr std::size_t none = stream_program::none;
@@ -54,12 +54,12 @@ inline void add_memory_waits(const transfer_plan& p, std::span<const op> ops,
   constexpr std::size_t none = transfer_plan::none;
   const std::size_t n = ops.size();
   for (std::size_t j = 0; j < n; ++j) {
-    const op_kind kind = ops[j].kind;
-    if (kind == op_kind::offload || kind == op_kind::wait) continue;  // they allocate nothing
+    const op_rule& r = rule(ops[j].kind);
+    if (!r.allocates()) continue;  // an offload, a wait
     std::size_t last_compute = none;
     for (std::size_t i = 0; i < n; ++i) {
       if (i == j || !(p.release[i] < p.allocation[j])) continue;
-      if (ops[i].kind == op_kind::offload) {
+      if (rule(ops[i].kind).frees_after_readers) {
         if (!p.has_event[i]) continue;
         if (i > j)
           throw std::logic_error("remat::torch::executor: op " + std::to_string(j) +
@@ -73,7 +73,7 @@ inline void add_memory_waits(const transfer_plan& p, std::span<const op> ops,
       }
     }
     // Compute ops run one at a time in order: a compute op has waited for those before it.
-    if (kind == op_kind::prefetch && last_compute != none)
+    if (r.stream != stream::compute && last_compute != none)
       waits[j].push_back({last_compute, until::memory});
   }
 }
@@ -82,8 +82,8 @@ inline void add_memory_waits(const transfer_plan& p, std::span<const op> ops,
 // the waits it needs and what it moves (`make_transfer_plan`).
 class transfer_plan_builder {
  public:
-  using value = remat::detail::value;
-  using value_id = remat::detail::value_id;
+  using value = remat::walked_value;
+  using value_id = remat::value_id;
   using until = stream_wait::until;
   static constexpr std::size_t none = transfer_plan::none;
   static constexpr std::size_t before_all = value::before_all;
@@ -166,13 +166,13 @@ class transfer_plan_builder {
   void add_compute(const walked_op& w, const std::vector<value>& values) {
     const std::size_t i = w.index;
     for (const value_id v : w.reads) {
-      if (v == remat::detail::no_value) continue;
+      if (v == remat::no_value) continue;
       const std::size_t producer = values[v].made_by;
       if (producer != before_all && ops_[producer].kind == op_kind::prefetch)
         waits_[i].push_back({producer, until::data});
       last_reader_[v] = i;
     }
-    if (w.made != remat::detail::no_value) last_reader_[w.made] = i;
+    if (w.made != remat::no_value) last_reader_[w.made] = i;
   }
 
   std::span<const op> ops_;
@@ -186,8 +186,8 @@ class transfer_plan_builder {
 // for an invalid schedule.
 inline transfer_plan make_transfer_plan(const chain& c, std::span<const op> ops) {
   transfer_plan_builder b(c, ops);
-  const remat::detail::walk_failure f = remat::detail::walk(
-      c, ops, [&](const walked_op& w, const std::vector<remat::detail::value>& values) {
+  const remat::walk_failure f = remat::walk(
+      c, ops, [&](const walked_op& w, const std::vector<remat::walked_value>& values) {
         b.add(w, values);
       });
   if (f.error != replay_error::none) {
