@@ -117,9 +117,7 @@ inline std::string format_pipeline_json(const pipeline_report& rep) {
     r["peak_memory"] = s.result.schedule.peak_memory;
     r["retained"] = s.result.retained;
     r["memory"] = s.memory();
-    nlohmann::ordered_json ops = nlohmann::ordered_json::array();
-    for (const op& o : s.result.schedule.ops) ops.push_back(detail::op_json(o));
-    r["ops"] = std::move(ops);
+    r["ops"] = io::to_json(std::span<const op>(s.result.schedule.ops));
     ranks.push_back(std::move(r));
   }
   j["ranks"] = std::move(ranks);

@@ -5,10 +5,11 @@
 #include "bandwidth_arg.hpp"
 #include "solve_args.hpp"
 
-#include <remat/detail/walk.hpp>
 #include <remat/io/chain_json.hpp>
+#include <remat/io/schedule_json.hpp>
 #include <remat/op_table.hpp>
 #include <remat/solve.hpp>
+#include <remat/walk.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -78,24 +79,6 @@ inline bool bounded(const solve_report& rep) {
          rep.result.coarse_length == 0;
 }
 
-// An op as chain-format.md writes it: {"op": "F_ck", "stage": 3}, {"op": "loss"},
-// {"op": "F_all", "stage": 3, "option": 1} (docs/model.md, options per stage), and the
-// transfers of docs/offload.md as {"op": "offload", "tensor": "a", "index": 2}.
-inline nlohmann::ordered_json op_json(const op& o) {
-  nlohmann::ordered_json j;
-  if (is_transfer(o.kind)) {
-    j["op"] = o.kind == op_kind::offload    ? "offload"
-              : o.kind == op_kind::prefetch ? "prefetch"
-                                            : "wait";
-    j["tensor"] = o.tensor == tensor_kind::tape ? "t" : "a";
-    j["index"] = o.stage;
-    return j;
-  }
-  j["op"] = std::string(name(o.kind));
-  if (o.kind != op_kind::loss) j["stage"] = o.stage;
-  if (o.option != 0) j["option"] = o.option;  // F_all(k, o); option 0 is left out
-  return j;
-}
 }  // namespace detail
 
 inline std::string format_json(const solve_report& rep) {
@@ -111,9 +94,7 @@ inline std::string format_json(const solve_report& rep) {
   j["min_feasible_budget"] = r.min_feasible_budget == solve_result::no_budget
                                  ? nlohmann::ordered_json(nullptr)
                                  : nlohmann::ordered_json(r.min_feasible_budget);
-  nlohmann::ordered_json ops = nlohmann::ordered_json::array();
-  for (const op& o : r.schedule.ops) ops.push_back(detail::op_json(o));
-  j["ops"] = std::move(ops);
+  j["ops"] = io::to_json(std::span<const op>(r.schedule.ops));
   // Only where the default solve fell back on slots, after the contract's keys: its bounds.
   if (detail::bounded(rep)) {
     j["exact"] = false;
@@ -367,8 +348,7 @@ class report_writer {
     const auto L = f_.chain.length();
     std::vector<int> forwards(L, 0);
     for (const op& o : r_.schedule.ops)
-      if (o.kind == op_kind::forward_none || o.kind == op_kind::forward_checkpoint ||
-          o.kind == op_kind::forward_all)
+      if (rule(o.kind).makes == operand::activation_above || rule(o.kind).makes == operand::tape_above)
         ++forwards[static_cast<std::size_t>(o.stage)];
     std::vector<std::string> recomputed;
     int count = 0;
@@ -396,29 +376,20 @@ class report_writer {
   void transfers() {
     int offloads = 0, prefetches = 0, waits = 0;
     size_type offloaded = 0, prefetched = 0;
-    const auto L = static_cast<std::int32_t>(f_.chain.length());
     // A tape's bytes are those of the option that recorded it: the walk knows it.
-    std::vector<size_type> moved(r_.schedule.ops.size(), 0);
-    remat::detail::walk(f_.chain, r_.schedule.ops,
-                        [&moved](const remat::detail::walked_op& w, const auto&) {
-                          if (is_transfer(w.o.kind)) moved[w.index] = w.input_bytes;
-                        });
-    for (std::size_t i = 0; i < r_.schedule.ops.size(); ++i) {
-      const op& o = r_.schedule.ops[i];
-      if (!is_transfer(o.kind)) continue;
-      const bool tape = o.tensor == tensor_kind::tape;
-      if (o.stage < (tape ? 1 : 0) || o.stage > L) continue;  // not a tensor of the chain
-      const size_type bytes = moved[i];
-      if (o.kind == op_kind::offload) {
-        ++offloads;
-        offloaded += bytes;
-      } else if (o.kind == op_kind::prefetch) {
-        ++prefetches;
-        prefetched += bytes;
-      } else {
-        ++waits;
+    remat::walk(f_.chain, r_.schedule.ops, [&](const walked_op& w, const auto&) {
+      switch (w.rule->cost) {
+        case cost_source::offload:
+          ++offloads;
+          offloaded += w.input_bytes;
+          break;
+        case cost_source::prefetch:
+          ++prefetches;
+          prefetched += w.input_bytes;
+          break;
+        default: waits += w.rule->transfer ? 1 : 0;
       }
-    }
+    });
     if (offloads + prefetches + waits == 0) return;
     const auto count = [](int n, const char* one, const char* many) {
       return std::to_string(n) + " " + (n == 1 ? one : many);

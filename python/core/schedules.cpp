@@ -2,6 +2,7 @@
 #include "bindings.hpp"
 
 #include <remat/io/chain_json.hpp>
+#include <remat/io/schedule_json.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
 
@@ -21,31 +22,22 @@ namespace remat::python {
 namespace {
 
 remat::op_kind kind_from_name(const std::string& n) {
-  using remat::op_kind;
-  static const std::pair<const char*, op_kind> names[] = {
-      {"F_none", op_kind::forward_none}, {"F_ck", op_kind::forward_checkpoint},
-      {"F_all", op_kind::forward_all},   {"loss", op_kind::loss},
-      {"B", op_kind::backward},          {"O", op_kind::offload},
-      {"offload", op_kind::offload},     {"P", op_kind::prefetch},
-      {"prefetch", op_kind::prefetch},   {"W", op_kind::wait},
-      {"wait", op_kind::wait}};
-  for (const auto& [text, k] : names)
-    if (n == text) return k;
-  throw py::value_error("unknown op kind '" + n +
-                        "' (known: F_none, F_ck, F_all, loss, B, O|offload, P|prefetch, W|wait)");
+  if (const auto kind = remat::op_kind_named(n)) return *kind;
+  throw py::value_error("unknown op kind '" + n + "' (known: " + remat::op_kind_names() + ")");
 }
 
 remat::op make_op(const std::string& kind, std::int32_t index, std::optional<std::string> tensor,
                   int option) {
   remat::op o{kind_from_name(kind), index};
-  if (option != 0 && o.kind != remat::op_kind::forward_all)
+  const remat::op_rule& r = remat::rule(o.kind);
+  if (option != 0 && !r.takes_option)
     throw py::value_error(std::string(remat::name(o.kind)) +
                           " runs no option of its own: only F_all names one (option=0)");
   if (option < 0 || option >= static_cast<int>(remat::max_options))
     throw py::value_error("an option is from 0 to " + std::to_string(remat::max_options - 1) +
                           " (got " + std::to_string(option) + ")");
   o.option = static_cast<std::uint16_t>(option);
-  if (remat::is_transfer(o.kind)) {
+  if (r.transfer) {
     const std::string t = tensor.value_or("a");
     if (t != "a" && t != "t")
       throw py::value_error("a transfer's tensor is 'a' (activation) or 't' (tape), not '" + t +
@@ -194,6 +186,42 @@ void bind_schedules(py::module_& m) {
       },
       py::arg("chain"), py::arg("ops"),
       "Replays any op sequence on the chain: validity, makespan, peak, per-op memory and times.");
+  m.def(
+      "schedule_to_json",
+      [](py::handle ops) {
+        const std::vector<remat::op> list = ops_from(ops);
+        return remat::io::to_json(std::span<const remat::op>(list)).dump();
+      },
+      py::arg("ops"),
+      "The ops as remat-solve --json writes them: [{\"op\": \"F_ck\", \"stage\": 0}, ...].");
+  // A malformed document is a ValueError naming the op and the field.
+  const auto length = [](const remat::io::chain_file& c) {
+    return static_cast<std::int32_t>(c.chain.length());
+  };
+  m.def(
+      "schedule_from_json",
+      [length](const std::string& text, const remat::io::chain_file& c, const std::string& source) {
+        std::istringstream in(text);
+        try {
+          return remat::io::read_schedule(in, source, length(c));
+        } catch (const remat::io::schedule_file_error& e) {
+          throw py::value_error(e.what());
+        }
+      },
+      py::arg("text"), py::arg("chain"), py::arg("source") = "<string>",
+      "The ops of a JSON array of ops, or of an object with \"ops\" (remat-solve --json's "
+      "output), for `chain` (the loss's index is its length). Whether they make a schedule of "
+      "the chain is simulate's to say.");
+  m.def(
+      "read_schedule",
+      [length](const std::string& path, const remat::io::chain_file& c) {
+        try {
+          return remat::io::read_schedule_file(path, length(c));
+        } catch (const remat::io::schedule_file_error& e) {
+          throw py::value_error(e.what());
+        }
+      },
+      py::arg("path"), py::arg("chain"), "schedule_from_json of the file at `path`.");
 }
 
 }  // namespace remat::python

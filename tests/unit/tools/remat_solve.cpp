@@ -1,6 +1,7 @@
 // End-to-end tests of the remat-solve executable: golden outputs, exit statuses, every input
 // error of chain-format.md, budget units, and the JSON form checked against the simulator.
 #include <remat/io/chain_json.hpp>
+#include <remat/io/schedule_json.hpp>
 #include <remat/pipeline.hpp>
 #include <remat/solve.hpp>
 #include <remat/trade_off.hpp>
@@ -101,6 +102,8 @@ std::vector<remat::op> ops_of(const nlohmann::json& j, std::size_t length) {
     else
       FAIL("unknown op " << name);
   }
+  // remat::io's reader (what a user's program reads a saved schedule with) reads the same.
+  CHECK(remat::io::ops_from_json(j["ops"], static_cast<std::int32_t>(length)) == ops);
   return ops;
 }
 
