@@ -22,6 +22,7 @@
 #include <remat/simulate.hpp>
 #include <remat/solver_options.hpp>
 #include <remat/solvers/store_all.hpp>
+#include <remat/walk.hpp>
 
 #include <algorithm>
 #include <bit>
@@ -39,8 +40,9 @@ namespace remat {
 
 namespace detail {
 
-// A state also holds, for each held tape t_k, the option that recorded it (in `option_bits(k)`
-// bits past the held set).
+// The held sets of the search without transfers, as bits: a_0..a_L, g_0..g_L, t_1..t_L, and for
+// each held tape t_k the option that recorded it (in `width_[k]` bits past the held set). What an
+// op does in a state is the walk's.
 class held_state_space {
  public:
   // `drop_recorded_inputs`: solve_options' (F_none(k) also while t_{k+1} is held).
@@ -63,71 +65,76 @@ class held_state_space {
   state initial() const { return bit_a(0); }
   bool done(state s) const { return (s & bit_g(0)) != 0; }
 
-  // Calls f(op, next_state, time, peak) for every op that is valid in state `s`.
+  // Calls f(op, next_state, time, peak) for every op that is valid in state `s`: each op is
+  // stepped on a walker holding what `s` holds (walk.hpp), which says whether it runs, what it
+  // makes and frees, its time and transient; its peak is what `s` holds, what it makes and its
+  // transient.
   template <class F>
   void for_each_op(state s, F&& f) const {
+    const walker here = walker_of(s);
+    const size_type held = here.device_bytes();
+    const auto try_op = [&](const op& o) {
+      const walk_step step = here.peek(o);
+      if (!step.ok()) return;
+      const walked_op& x = step.op;
+      state next = s;
+      for (const value_id id : x.frees)
+        if (id != no_value) next = without(next, here.values()[id]);
+      size_type made = 0;
+      if (x.made != no_value) {
+        next = with(next, step.made);
+        made = step.made.bytes;
+      }
+      f(o, next, x.time, held + made + x.transient);
+    };
     for (std::int32_t k = 0; k < L_; ++k) {
-      const bool input = has(s, bit_a(k)) || (k > 0 && has(s, bit_t(k)));
-      if (!input) continue;
-      const stage& st = c_.stages[static_cast<std::size_t>(k)];
-      if (!has(s, bit_a(k + 1))) {
-        const state out = s | bit_a(k + 1);
-        const size_type peak = memory(out) + st.forward_overhead;
-        f(f_ck(k), out, st.forward_time, peak);
-        if (drop_recorded_ || !has(s, bit_t(k + 1)))
-          f(f_none(k), out & ~bit_a(k), st.forward_time, peak);
-      }
-      if (!has(s, bit_t(k + 1))) {
-        for (std::size_t o = 0; o < option_count(st); ++o) {
-          const state out = s | bit_t(k + 1) | (state{o} << shift_[static_cast<std::size_t>(k + 1)]);
-          const stage_option p = option_at(st, o);
-          f(f_all(k, static_cast<std::uint16_t>(o)), out, p.forward_time,
-            memory(out) + p.forward_overhead);
-        }
-      }
-      if (has(s, bit_g(k + 1)) && has(s, bit_t(k + 1)) && !has(s, bit_g(k))) {
-        const stage_option p = option_at(st, tape_option(s, k + 1));
-        const state out = s | bit_g(k);
-        const size_type peak = memory(out) + p.backward_overhead;
-        f(backward(k), clear_tape(out & ~(bit_g(k + 1) | bit_a(k)), k + 1), p.backward_time,
-          peak);
-      }
+      try_op(f_ck(k));
+      if (drop_recorded_ || !has(s, bit_t(k + 1))) try_op(f_none(k));
+      for (std::size_t o = 0; o < option_count(c_.stages[static_cast<std::size_t>(k)]); ++o)
+        try_op(f_all(k, static_cast<std::uint16_t>(o)));
+      try_op(backward(k));
     }
-    if ((has(s, bit_a(L_)) || has(s, bit_t(L_))) && !has(s, bit_g(L_))) {
-      const state out = s | bit_g(L_);
-      f(loss_op(L_), out & ~bit_a(L_), c_.loss_time, memory(out) + c_.loss_overhead);
-    }
+    try_op(loss_op(L_));
   }
 
-  size_type memory(state s) const {
-    size_type m = 0;
-    for (std::int32_t k = 0; k <= L_; ++k) {
-      if (has(s, bit_a(k))) m += x(k);
-      if (has(s, bit_g(k))) m += x(k);
-      if (k > 0 && has(s, bit_t(k)))
-        m += option_at(c_.stages[static_cast<std::size_t>(k - 1)], tape_option(s, k)).tape_size;
-    }
-    return m;
-  }
+  size_type memory(state s) const { return walker_of(s).device_bytes(); }
 
  private:
   static bool has(state s, state bit) { return (s & bit) != 0; }
   state bit_a(std::int32_t k) const { return state{1} << k; }
   state bit_g(std::int32_t k) const { return state{1} << (L_ + 1 + k); }
   state bit_t(std::int32_t k) const { return state{1} << (2 * L_ + 1 + k); }  // k >= 1
-  size_type x(std::int32_t k) const {
-    return k == 0 ? c_.input_size : c_.stages[static_cast<std::size_t>(k - 1)].output_size;
-  }
 
-  // The option of the held tape t_k, and `s` without t_k.
-  std::size_t tape_option(state s, std::int32_t k) const {
+  // The option of the held tape t_k.
+  std::uint16_t tape_option(state s, std::int32_t k) const {
     const std::uint32_t shift = shift_[static_cast<std::size_t>(k)];
     const std::uint32_t width = width_[static_cast<std::size_t>(k)];
     if (width == 0) return 0;
-    return static_cast<std::size_t>((s >> shift) & ((state{1} << width) - 1));
+    return static_cast<std::uint16_t>((s >> shift) & ((state{1} << width) - 1));
   }
-  state clear_tape(state s, std::int32_t k) const {
-    return s & ~(bit_t(k) | (state{tape_option(s, k)} << shift_[static_cast<std::size_t>(k)]));
+
+  // A walker holding what `s` holds, and the state of what a walker holds.
+  walker walker_of(state s) const {
+    std::vector<held_tensor> held;
+    for (std::int32_t k = 0; k <= L_; ++k) {
+      if (has(s, bit_a(k))) held.push_back({{'a', k}, false, 0});
+      if (k > 0 && has(s, bit_t(k))) held.push_back({{'t', k}, false, tape_option(s, k)});
+      if (has(s, bit_g(k))) held.push_back({{'g', k}, false, 0});
+    }
+    return walker(c_, held);
+  }
+  // `s` holding, or no longer holding, value `v` (a tape with its option).
+  state bit_of(const walked_value& v) const {
+    return v.kind == 'a' ? bit_a(v.index) : v.kind == 'g' ? bit_g(v.index) : bit_t(v.index);
+  }
+  state with(state s, const walked_value& v) const {
+    s |= bit_of(v);
+    if (v.kind == 't') s |= state{v.option} << shift_[static_cast<std::size_t>(v.index)];
+    return s;
+  }
+  state without(state s, const walked_value& v) const {
+    if (v.kind == 't') s &= ~(state{v.option} << shift_[static_cast<std::size_t>(v.index)]);
+    return s & ~bit_of(v);
   }
 
   const chain& c_;
@@ -281,11 +288,6 @@ solve_result solve_exhaustive(const C& chain_in, size_type budget,
     return detail::exhaustive_in_flight(c, budget, options);
   }
   if (link) {
-    for (std::size_t k = 0; k < c.length(); ++k)
-      if (!c.stages[k].options.empty())
-        detail::throw_solver_error("exhaustive: stages[" + std::to_string(k) +
-                                   "] lists options; the search with transfers takes stages "
-                                   "without options");
     if (c.length() > exhaustive_max_transfer_stages)
       detail::throw_solver_error(
           "exhaustive: the chain has " + std::to_string(c.length()) +

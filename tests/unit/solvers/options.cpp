@@ -163,6 +163,39 @@ TEST_CASE("property: the exhaustive search with options is never slower than the
   }
 }
 
+// The search with transfers steps the walk, so options come with the link: never slower than the
+// same chain without the link (its schedules run unchanged with one), nor than any one option per
+// stage with the link; the least budget likewise.
+TEST_CASE("property: the exhaustive search with transfers takes options") {
+  std::mt19937_64 rng(4304);
+  for (int n = 0; n < remat::testing::trials(40); ++n) {
+    chain c = random_chain(rng, {.min_stages = 1, .max_stages = 2, .max_size = 4});
+    add_random_options(rng, c, 2, 4);
+    chain linked = c;
+    linked.transfer = {2, 2};
+    CAPTURE(chain_text(c));
+    const size_type budget =
+        std::uniform_int_distribution<size_type>(0, store_all_peak(c) + 1)(rng);
+    CAPTURE(budget);
+    const solve_result ex = remat::solve_exhaustive(linked, budget);
+    const solve_result unlinked = remat::solve_exhaustive(c, budget);
+    CHECK(ex.min_feasible_budget <= unlinked.min_feasible_budget);
+    if (unlinked.feasible) {
+      REQUIRE(ex.feasible);
+      CHECK(ex.schedule.makespan <= unlinked.schedule.makespan + 1e-12);
+    }
+    for_each_choice(linked, [&](const chain& one) {
+      const solve_result s = remat::solve_exhaustive(one, budget);
+      CHECK(ex.min_feasible_budget <= s.min_feasible_budget);
+      if (s.feasible) {
+        REQUIRE(ex.feasible);
+        CHECK(ex.schedule.makespan <= s.schedule.makespan + 1e-12);
+      }
+    });
+    if (ex.feasible) check_replays(linked, ex, 1e-12);
+  }
+}
+
 TEST_CASE("one option, listed or not, gives the schedules of a chain without options") {
   std::mt19937_64 rng(4303);
   for (int n = 0; n < remat::testing::trials(300); ++n) {

@@ -10,11 +10,17 @@
 // with the compute stream's remaining work as its heuristic); a sequence that has produced g_0
 // ends at T plus the latest stream's end. A W that would start at T changes
 // nothing and is not tried.
+//
+// What each op does is the walk's (walk.hpp): every candidate op is stepped on a copy of the
+// state's walker, so the search has every op of the table, options included, and adds only the
+// timing.
 #pragma once
 
 #include <remat/chain.hpp>
+#include <remat/op_table.hpp>
 #include <remat/schedule.hpp>
 #include <remat/solver_options.hpp>
+#include <remat/walk.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -43,19 +49,20 @@ class timed_search {
         L_(static_cast<std::int32_t>(c.length())),
         n_(2 * static_cast<std::size_t>(L_) + 1),
         max_states_(max_states),
-        drop_recorded_(drop_recorded_inputs) {}
+        drop_recorded_(drop_recorded_inputs) {
+    for (const stage& st : c.stages) {
+      double fastest = std::numeric_limits<double>::infinity();
+      for (std::size_t o = 0; o < option_count(st); ++o)
+        fastest = std::min(fastest, option_at(st, o).backward_time);
+      fastest_backward_.push_back(fastest);
+      has_options_ = has_options_ || option_count(st) > 1;
+    }
+  }
 
   // The fastest sequence within the budget and its makespan; empty where none fits.
   std::pair<std::vector<op>, double> run() {
-    state start;
-    start.held.assign(n_, 0);
-    start.host.assign(n_, 0);
-    start.ready.assign(n_, 0);
-    start.offload_end.assign(n_, 0);
-    start.last_read.assign(n_, 0);
-    start.g.assign(static_cast<std::size_t>(L_) + 1, 0);
-    start.held[0] = 1;
-    start.memory = c_.input_size;
+    state start{walker(c_), std::vector<double>(n_, 0), std::vector<double>(n_, 0),
+                std::vector<double>(n_, 0), 0, 0, 0, c_.input_size, {}};
     if (start.memory > budget_) return {{}, 0};
 
     struct node {
@@ -72,7 +79,7 @@ class timed_search {
     std::unordered_map<std::string, state> states;
     const std::string k0 = key(start);
     nodes[k0] = {0, "", {}, false};
-    states[k0] = start;
+    states.insert_or_assign(k0, start);
     queue.push({remaining(start), false, k0, 0.0});
     std::size_t closed = 0;
     while (!queue.empty()) {
@@ -95,8 +102,8 @@ class timed_search {
         throw_solver_error("exhaustive: the search with transfers passed " +
                            std::to_string(max_states_) +
                            " states; it is for chains of a few stages with few distinct times");
-      const state s = states[k];
-      if (s.g[0]) {
+      const state s = states.at(k);
+      if (s.w.done()) {
         queue.push({cost + std::max({s.compute_end, s.d2h_end, s.h2d_end}), true, k, cost});
         continue;
       }
@@ -108,45 +115,58 @@ class timed_search {
           if (it->second.closed || !(c < it->second.cost)) return;
           it->second = {c, k, o, false};
         }
-        states[nk] = std::move(next);
-        queue.push({c + remaining(states[nk]), false, nk, c});
+        const double bound = remaining(next);
+        states.insert_or_assign(nk, std::move(next));
+        queue.push({c + bound, false, nk, c});
       });
     }
     return {{}, 0};
   }
 
  private:
+  // What is held (on the device, as host copies, as gradients; each tape's option) is the
+  // walker's; the rest is the timing.
   struct state {
-    std::vector<char> held, host, g;
-    std::vector<double> ready, offload_end, last_read;  // offsets from T, >= 0
+    walker w;
+    std::vector<double> ready, offload_end, last_read;  // per movable tensor: offsets from T, >= 0
     double compute_end = 0, d2h_end = 0, h2d_end = 0;
     size_type memory = 0;
     std::vector<std::pair<double, size_type>> frees;  // (offset > 0, bytes), sorted
   };
 
   // A lower bound of the time from T to the end (A*'s heuristic): the compute stream is busy
-  // until compute_end, then runs every backward (and the loss) not yet run. It never
-  // overestimates, and it falls by at most the time T advances along an op, so A* on
-  // T + remaining is exact.
+  // until compute_end, then runs every backward (and the loss) not yet run, each at its fastest
+  // option. It never overestimates, and it falls by at most the time T advances along an op, so
+  // A* on T + remaining is exact.
   double remaining(const state& s) const {
     // The backward runs from L down: with g_j the lowest gradient held, the loss and B(j .. L-1)
     // have run, B(0 .. j-1) have not.
     std::int32_t lowest = L_ + 1;
     for (std::int32_t j = L_; j >= 0; --j)
-      if (s.g[static_cast<std::size_t>(j)]) lowest = j;
+      if (s.w.held({'g', j}) != no_value) lowest = j;
     double r = s.compute_end;
     if (lowest == L_ + 1) r += c_.loss_time;
     for (std::int32_t k = 0; k < std::min(lowest, L_); ++k)
-      r += c_.stages[static_cast<std::size_t>(k)].backward_time;
+      r += fastest_backward_[static_cast<std::size_t>(k)];
     return r;
   }
 
-  static std::string key(const state& s) {
+  // The movable tensor a value is (a_0..a_L at 0..L, t_1..t_L at L+1..2L); n_ for a gradient.
+  std::size_t slot(const walked_value& v) const {
+    if (v.kind == 'g') return n_;
+    return static_cast<std::size_t>(v.kind == 't' ? L_ + v.index : v.index);
+  }
+  tensor_ref tensor(std::size_t v) const {
+    const auto k = static_cast<std::int32_t>(v);
+    return k > L_ ? tensor_ref{'t', k - L_} : tensor_ref{'a', k};
+  }
+
+  std::string key(const state& s) const {
     std::string k;
     auto put = [&](const void* p, std::size_t n) { k.append(static_cast<const char*>(p), n); };
-    put(s.held.data(), s.held.size());
-    put(s.host.data(), s.host.size());
-    put(s.g.data(), s.g.size());
+    for (const bool host : {false, true})
+      for (std::size_t v = 0; v < n_; ++v) k.push_back(s.w.held(tensor(v), host) != no_value);
+    for (std::int32_t j = 0; j <= L_; ++j) k.push_back(s.w.held({'g', j}) != no_value);
     put(s.ready.data(), s.ready.size() * sizeof(double));
     put(s.offload_end.data(), s.offload_end.size() * sizeof(double));
     put(s.last_read.data(), s.last_read.size() * sizeof(double));
@@ -158,6 +178,12 @@ class timed_search {
       put(&f.first, sizeof(double));
       put(&f.second, sizeof(size_type));
     }
+    // Each held tape's option, where the chain has options.
+    if (has_options_)
+      for (const bool host : {false, true})
+        for (std::size_t v = static_cast<std::size_t>(L_) + 1; v < n_; ++v)
+          if (const value_id id = s.w.held(tensor(v), host); id != no_value)
+            put(&s.w.values()[id].option, sizeof(std::uint16_t));
     return k;
   }
 
@@ -192,151 +218,98 @@ class timed_search {
     std::sort(s.frees.begin(), s.frees.end());
   }
 
-  std::size_t a(std::int32_t k) const { return static_cast<std::size_t>(k); }
-  std::size_t t(std::int32_t k) const { return static_cast<std::size_t>(L_ + k); }
-  size_type x(std::int32_t k) const {
-    return k == 0 ? c_.input_size : c_.stages[static_cast<std::size_t>(k - 1)].output_size;
-  }
-  size_type size_of(std::size_t v) const {
-    const auto k = static_cast<std::int32_t>(v);
-    return k <= L_ ? x(k) : c_.stages[static_cast<std::size_t>(k - L_ - 1)].tape_size;
-  }
-
-  // Calls f(op, advance of T, next state) for every op valid in `s` whose allocations fit. The
-  // search writes out each op's effect itself, apart from the op table the simulator reads: it
-  // is the oracle the solvers and the simulator are checked against.
+  // Calls f(op, advance of T, next state) for every op valid in `s` whose allocations fit: each
+  // op is stepped on a copy of the state's walker, which says whether it runs and what it reads,
+  // makes and frees (the op table's rows); this search adds when.
   template <class F>
   void for_each_op(const state& s, F&& f) const {
-    for_each_compute_op(s, f);
-    for_each_transfer(s, f);
-  }
-
-  template <class F>
-  void for_each_compute_op(const state& s, F& f) const {
-    auto input_of = [&](std::int32_t k) -> std::ptrdiff_t {
-      if (s.held[a(k)]) return static_cast<std::ptrdiff_t>(a(k));
-      if (k > 0 && s.held[t(k)]) return static_cast<std::ptrdiff_t>(t(k));
-      return -1;
-    };
-    // A compute op reading `reads`, producing movable `out` (or gradient `grad`), allocating
-    // `output` + `overhead`, dropping `drops` (and `dropped_grad` bytes of g_{k+1}).
-    auto compute = [&](op o, std::vector<std::size_t> reads, std::ptrdiff_t out, std::int32_t grad,
-                       size_type output, size_type overhead, std::vector<std::size_t> drops,
-                       std::int32_t dropped_grad, double duration) {
-      double start = s.compute_end;
-      for (std::size_t r : reads) start = std::max(start, s.ready[r]);
-      state n = s;
-      advance(n, start);
-      // (Compared before adding: with copies in flight beside recomputed ones the sum can pass
-      // what validation bounds, 2^63 - 1; output + overhead alone is within it.)
-      if (output + overhead > budget_ - n.memory) return;
-      n.memory += output + overhead;
-      if (out >= 0) {
-        n.held[static_cast<std::size_t>(out)] = 1;
-        n.ready[static_cast<std::size_t>(out)] = duration;
-        n.last_read[static_cast<std::size_t>(out)] = duration;
-      } else {
-        n.g[static_cast<std::size_t>(grad)] = 1;
-      }
-      for (std::size_t r : reads) n.last_read[r] = std::max(n.last_read[r], duration);
-      n.compute_end = duration;
-      add_free(n, duration, overhead);
-      if (dropped_grad >= 0) {
-        n.g[static_cast<std::size_t>(dropped_grad)] = 0;
-        add_free(n, duration, x(dropped_grad));
-      }
-      for (std::size_t d : drops) {
-        n.held[d] = 0;
-        n.ready[d] = 0;
-        n.last_read[d] = 0;
-        add_free(n, duration, size_of(d));
-      }
-      f(o, start, std::move(n));
-    };
     for (std::int32_t k = 0; k < L_; ++k) {
-      const stage& st = c_.stages[static_cast<std::size_t>(k)];
-      const std::ptrdiff_t in = input_of(k);
-      if (in >= 0) {
-        const auto r = static_cast<std::size_t>(in);
-        if (!s.held[a(k + 1)]) {
-          compute(f_ck(k), {r}, static_cast<std::ptrdiff_t>(a(k + 1)), 0, x(k + 1),
-                  st.forward_overhead, {}, -1, st.forward_time);
-          std::vector<std::size_t> drops;
-          if (s.held[a(k)]) drops.push_back(a(k));
-          // Not while t_{k+1} is held, on the device or the host (its recording holds a_k),
-          // unless asked (solvers/exhaustive.hpp, "What the search leaves out").
-          if (!drops.empty() && (drop_recorded_ || (!s.held[t(k + 1)] && !s.host[t(k + 1)])))
-            compute(f_none(k), {r}, static_cast<std::ptrdiff_t>(a(k + 1)), 0, x(k + 1),
-                    st.forward_overhead, drops, -1, st.forward_time);
-        }
-        if (!s.held[t(k + 1)])
-          compute(f_all(k), {r}, static_cast<std::ptrdiff_t>(t(k + 1)), 0, st.tape_size,
-                  st.recording_overhead.value_or(st.forward_overhead), {}, -1, st.forward_time);
-        if (s.g[static_cast<std::size_t>(k + 1)] && s.held[t(k + 1)] &&
-            !s.g[static_cast<std::size_t>(k)]) {
-          std::vector<std::size_t> drops{t(k + 1)};
-          if (s.held[a(k)]) drops.push_back(a(k));
-          compute(backward(k), {r, t(k + 1)}, -1, k, x(k), st.backward_overhead, drops, k + 1,
-                  st.backward_time);
-        }
-      }
+      try_op(s, f_ck(k), f);
+      // F_none where it drops a_k (else it is F_ck), and not while t_{k+1} is held, on the device
+      // or the host (its recording holds a_k), unless asked (solvers/exhaustive.hpp, "What the
+      // search leaves out").
+      if (s.w.held({'a', k}) != no_value &&
+          (drop_recorded_ || (s.w.held({'t', k + 1}) == no_value &&
+                              s.w.held({'t', k + 1}, true) == no_value)))
+        try_op(s, f_none(k), f);
+      const std::size_t options = option_count(c_.stages[static_cast<std::size_t>(k)]);
+      for (std::size_t o = 0; o < options; ++o)
+        try_op(s, f_all(k, static_cast<std::uint16_t>(o)), f);
+      try_op(s, backward(k), f);
     }
-    if (const std::ptrdiff_t in = input_of(L_); in >= 0 && !s.g[static_cast<std::size_t>(L_)]) {
-      std::vector<std::size_t> drops;
-      if (s.held[a(L_)]) drops.push_back(a(L_));
-      compute(loss_op(L_), {static_cast<std::size_t>(in)}, -1, L_, x(L_), c_.loss_overhead, drops,
-              -1, c_.loss_time);
+    try_op(s, loss_op(L_), f);
+    for (std::size_t v = 0; v < n_; ++v) {
+      const tensor_ref t = tensor(v);
+      const tensor_kind kind = t.kind == 't' ? tensor_kind::tape : tensor_kind::activation;
+      if (c_.transfer.offload_bandwidth > 0) try_op(s, offload(t.index, kind), f);
+      if (c_.transfer.prefetch_bandwidth > 0) try_op(s, prefetch(t.index, kind), f);
+      try_op(s, wait_for(t.index, kind), f);
     }
   }
 
-  // O, P and W on every movable tensor they apply to.
+  // Steps `o` on a copy of `s` and times it: it starts once its stream is free and what it reads
+  // is ready (a device copy made, a host copy's offload ended); it allocates what it makes on the
+  // device and its transient at its start; it frees its transient and what it frees at its end, an
+  // offload's device copy once the compute ops that read it have ended too.
   template <class F>
-  void for_each_transfer(const state& s, F& f) const {
-    for (std::size_t v = 0; v < n_; ++v) {
-      const bool tape = v > static_cast<std::size_t>(L_);
-      const std::int32_t k =
-          tape ? static_cast<std::int32_t>(v) - L_ : static_cast<std::int32_t>(v);
-      const tensor_kind kind = tape ? tensor_kind::tape : tensor_kind::activation;
-      const size_type size = size_of(v);
-      if (c_.transfer.offload_bandwidth > 0 && s.held[v] && !s.host[v]) {  // O
-        const double start = std::max(s.d2h_end, s.ready[v]);
-        const double duration = static_cast<double>(size) / c_.transfer.offload_bandwidth;
-        state n = s;
-        advance(n, start);
-        n.held[v] = 0;
-        n.host[v] = 1;
-        n.d2h_end = duration;
-        n.offload_end[v] = duration;
-        add_free(n, std::max(duration, n.last_read[v]), size);
-        n.ready[v] = 0;
-        n.last_read[v] = 0;
-        f(offload(k, kind), start, std::move(n));
+  void try_op(const state& s, const op& o, F& f) const {
+    if (!s.w.peek(o).ok()) return;  // (refused without copying the walker)
+    walker stepped = s.w;
+    const walk_step step = stepped.step(o);
+    state n{std::move(stepped), s.ready,   s.offload_end, s.last_read, s.compute_end,
+            s.d2h_end,          s.h2d_end, s.memory,      s.frees};
+    const walked_op& w = step.op;
+    const op_rule& r = *w.rule;
+    const auto& values = n.w.values();
+    double& stream_end = r.stream == stream::d2h   ? n.d2h_end
+                         : r.stream == stream::h2d ? n.h2d_end
+                                                   : n.compute_end;
+    double start = stream_end;
+    for (const value_id id : w.reads) {
+      if (id == no_value || slot(values[id]) == n_) continue;
+      const std::size_t v = slot(values[id]);
+      start = std::max(start, values[id].on_host ? s.offload_end[v] : s.ready[v]);
+    }
+    // An op that makes and frees nothing (a wait) is tried only where it holds the stream back.
+    if (w.made == no_value && w.frees[0] == no_value && !(start > 0)) return;
+    advance(n, start);
+    const double duration = w.time;
+    const bool made_on_device = w.made != no_value && !values[w.made].on_host;
+    const size_type output = made_on_device ? values[w.made].bytes : 0;
+    // (Compared before adding: with copies in flight beside recomputed ones the sum can pass
+    // what validation bounds, 2^63 - 1; output + transient alone is within it.)
+    if (output + w.transient > budget_ - n.memory) return;
+    n.memory += output + w.transient;
+    if (!r.transfer)
+      for (const value_id id : w.reads)
+        if (id != no_value && slot(values[id]) < n_ && !values[id].on_host)
+          n.last_read[slot(values[id])] = std::max(n.last_read[slot(values[id])], duration);
+    stream_end = duration;
+    add_free(n, duration, w.transient);
+    for (const value_id id : w.frees) {
+      if (id == no_value) continue;
+      const walked_value& v = values[id];
+      const std::size_t at = slot(v);
+      if (v.on_host) {
+        n.offload_end[at] = 0;
+        continue;
       }
-      if (c_.transfer.prefetch_bandwidth > 0 && s.host[v] && !s.held[v]) {  // P
-        const double start = std::max(s.h2d_end, s.offload_end[v]);
-        const double duration = static_cast<double>(size) / c_.transfer.prefetch_bandwidth;
-        state n = s;
-        advance(n, start);
-        if (size <= budget_ - n.memory) {
-          n.memory += size;
-          n.held[v] = 1;
-          n.host[v] = 0;
-          n.offload_end[v] = 0;
-          n.ready[v] = duration;
-          n.last_read[v] = duration;
-          n.h2d_end = duration;
-          f(prefetch(k, kind), start, std::move(n));
-        }
-      }
-      if (s.host[v]) {  // W, where it holds anything back
-        const double start = std::max(s.compute_end, s.offload_end[v]);
-        if (start > 0) {
-          state n = s;
-          advance(n, start);
-          f(wait_for(k, kind), start, std::move(n));
-        }
+      add_free(n, at < n_ && r.frees_after_readers ? std::max(duration, n.last_read[at]) : duration,
+               v.bytes);
+      if (at == n_) continue;
+      n.ready[at] = 0;
+      n.last_read[at] = 0;
+    }
+    if (w.made != no_value && slot(values[w.made]) < n_) {
+      const std::size_t at = slot(values[w.made]);
+      if (values[w.made].on_host) {
+        n.offload_end[at] = duration;
+      } else {
+        n.ready[at] = duration;
+        n.last_read[at] = duration;
       }
     }
+    f(o, start, std::move(n));
   }
 
   const chain& c_;
@@ -345,6 +318,8 @@ class timed_search {
   std::size_t n_;  // movable tensors: a_0..a_L at 0..L, t_1..t_L at L+1..2L
   std::size_t max_states_;
   bool drop_recorded_;
+  bool has_options_ = false;
+  std::vector<double> fastest_backward_;  // per stage: its fastest option's backward time
 };
 
 }  // namespace remat::detail
