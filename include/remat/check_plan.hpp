@@ -63,21 +63,23 @@ constexpr std::string check_steps(const memory_plan& m) {
         return where() + ": it reads " + to_string(m.buffers[id], id) +
                " without waiting for the op that makes it";
     if (is_transfer(s.op.kind)) {
-      if (s.op.kind == op_kind::offload) {
-        if (!on_device(s.input, i) || m.buffers[s.input].size < s.input_size)
-          return where() + ": what it copies is not a live device buffer of input_size bytes";
-        if (!on_host(s.output, i) || m.buffers[s.output].first_op != i ||
-            m.buffers[s.output].size < s.input_size)
-          return where() + ": its output is not a host copy of input_size bytes it creates";
-      } else if (s.op.kind == op_kind::prefetch) {
-        if (!on_host(s.input, i) || m.buffers[s.input].size < s.input_size)
-          return where() + ": what it copies is not a live host copy of input_size bytes";
-        if (!on_device(s.output, i) || m.buffers[s.output].first_op != i ||
-            m.buffers[s.output].size < s.input_size)
-          return where() + ": its output is not a device buffer of input_size bytes it creates";
-      } else if (!on_host(s.input, i)) {
-        return where() + ": the copy it waits for is not a live host copy";
-      }
+      // What the op's row reads, and makes, as a device buffer or a host copy.
+      const op_rule& r = rule(s.op.kind);
+      const auto in_pool = [&](operand which, buffer_id id) {
+        return which == operand::host_copy ? on_host(id, i) : on_device(id, i);
+      };
+      const auto pool = [](operand which) {
+        return std::string(which == operand::host_copy ? "host copy" : "device buffer");
+      };
+      if (!in_pool(r.reads[0], s.input) ||
+          (r.makes != operand::none && m.buffers[s.input].size < s.input_size))
+        return where() + ": what it reads is not a live " + pool(r.reads[0]) +
+               (r.makes != operand::none ? " of input_size bytes" : "");
+      if (r.makes != operand::none &&
+          (!in_pool(r.makes, s.output) || m.buffers[s.output].first_op != i ||
+           m.buffers[s.output].size < s.input_size))
+        return where() + ": its output is not a " + pool(r.makes) +
+               " of input_size bytes it creates";
       continue;
     }
     if (!on_device(s.input, i) || m.buffers[s.input].size < s.input_size)
@@ -86,16 +88,20 @@ constexpr std::string check_steps(const memory_plan& m) {
       return where() + ": its output is not a device buffer it creates";
     if (!on_device(s.workspace, i) || m.buffers[s.workspace].kind != buffer_kind::workspace)
       return where() + ": its workspace is not a live workspace buffer";
-    if (s.op.kind == op_kind::backward) {
-      if (!on_device(s.tape, i) || m.buffers[s.tape].kind != buffer_kind::tape ||
-          m.buffers[s.tape].size < s.output_size)
-        return where() + ": its tape is not a live tape of at least output_size bytes";
-      if (!on_device(s.gradient, i) || m.buffers[s.gradient].kind != buffer_kind::gradient)
-        return where() + ": its incoming gradient is not a live gradient buffer";
-    } else if (s.op.kind != op_kind::loss) {
-      if (m.buffers[s.output].size < s.output_size)
-        return where() + ": its output is smaller than output_size";
-    }
+    const op_rule& r = rule(s.op.kind);
+    const auto reads = [&r](operand which) {
+      return std::find(r.reads.begin(), r.reads.end(), which) != r.reads.end();
+    };
+    if (reads(operand::tape_above) &&
+        (!on_device(s.tape, i) || m.buffers[s.tape].kind != buffer_kind::tape ||
+         m.buffers[s.tape].size < s.output_size))
+      return where() + ": its tape is not a live tape of at least output_size bytes";
+    if (reads(operand::gradient_above) &&
+        (!on_device(s.gradient, i) || m.buffers[s.gradient].kind != buffer_kind::gradient))
+      return where() + ": its incoming gradient is not a live gradient buffer";
+    if ((r.makes == operand::activation_above || r.makes == operand::tape_above) &&
+        m.buffers[s.output].size < s.output_size)
+      return where() + ": its output is smaller than output_size";
   }
   return {};
 }

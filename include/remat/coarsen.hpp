@@ -19,6 +19,7 @@
 #include <remat/solver_options.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -149,58 +150,56 @@ constexpr coarse_chain coarsen(const C& c, const std::vector<std::int32_t>& cuts
   return detail::merge_blocks(fine, std::move(starts));
 }
 
-/// The fine-stage ops of a schedule of `cc.chain`: F_none and F_all of a block become that op on
-/// each of its stages in order, F_ck of a block F_ck of its first stage then F_none of the others,
-/// B of a block B of its stages in reverse, loss the fine chain's loss. Throws `coarsen_error`
-/// for an op whose stage is not one of the coarse chain's.
+/// The fine stages [first, end) a coarse op `o` of `cc.chain` stands for: its block's stages; the
+/// loss the fine chain's length alone; a transfer of a_K the a_k that starts block K, of t_K the
+/// tapes of block K - 1's stages. `o` must be an op of the coarse chain (`expand` checks).
+constexpr std::array<std::int32_t, 2> fine_stages(const coarse_chain& cc, const op& o) {
+  const auto at = [&cc](std::int32_t k) { return cc.starts[static_cast<std::size_t>(k)]; };
+  switch (rule(o.kind).indices) {
+    case index_range::length: {
+      const auto L = static_cast<std::int32_t>(cc.fine_length());
+      return {L, L + 1};
+    }
+    case index_range::tensor:
+      return {o.tensor == tensor_kind::tape ? at(o.stage - 1) + 1 : at(o.stage), at(o.stage) + 1};
+    case index_range::stage: break;
+  }
+  return {at(o.stage), at(o.stage + 1)};
+}
+
+/// The fine op at stage `k` of those a coarse op `o` stands for (`fine_stages(cc, o)` =
+/// [first, end)): B of a block runs its stages in reverse, F_ck of a block is F_ck of its first
+/// stage then F_none of the others; every other op is itself on each stage.
+constexpr op fine_op(const op& o, std::int32_t first, std::int32_t end, std::int32_t k) {
+  switch (o.kind) {
+    case op_kind::backward: return backward(first + end - 1 - k);
+    case op_kind::forward_checkpoint: return k == first ? f_ck(k) : f_none(k);
+    default: return {o.kind, k, o.tensor};
+  }
+}
+
+/// The fine-stage ops of a schedule of `cc.chain` (`fine_stages`, `fine_op`). Throws
+/// `coarsen_error` for an op that is not one of the coarse chain's.
 constexpr std::vector<op> expand(const coarse_chain& cc, std::span<const op> coarse_ops) {
   const auto K = static_cast<std::int32_t>(cc.length());
   std::vector<op> out;
   out.reserve(coarse_ops.size() * (cc.fine_length() / std::max<std::size_t>(1, cc.length()) + 1));
   for (std::size_t i = 0; i < coarse_ops.size(); ++i) {
     const op o = coarse_ops[i];
-    if (o.kind == op_kind::loss) {
-      if (o.stage != K)
+    const bool known = is_op_kind(o.kind) && o.tensor <= tensor_kind::tape;
+    const auto [lowest, highest] =
+        known ? index_bounds(o.kind, o.tensor, K) : std::array<std::int32_t, 2>{0, -1};
+    if (o.stage < lowest || o.stage > highest) {
+      if (known && rule(o.kind).indices == index_range::length)
         detail::throw_coarsen_error("expand: op " + std::to_string(i) +
                                     " (loss) does not carry the coarse length " +
                                     std::to_string(K));
-      out.push_back(loss_op(static_cast<std::int32_t>(cc.fine_length())));
-      continue;
-    }
-    if (is_transfer(o.kind)) {
-      // a_K is a_{starts[K]}; the coarse tape t_K holds the tapes of block K - 1's stages.
-      const bool tape = o.tensor == tensor_kind::tape;
-      if (o.stage < (tape ? 1 : 0) || o.stage > K || o.tensor > tensor_kind::tape)
-        detail::throw_coarsen_error("expand: op " + std::to_string(i) + " (" + to_string(o) +
-                                    ") is not an op of the " + std::to_string(K) +
-                                    "-stage coarse chain");
-      const std::int32_t e = cc.starts[static_cast<std::size_t>(o.stage)];
-      if (!tape) {
-        out.push_back({o.kind, e, o.tensor});
-      } else {
-        for (std::int32_t k = cc.starts[static_cast<std::size_t>(o.stage) - 1] + 1; k <= e; ++k)
-          out.push_back({o.kind, k, o.tensor});
-      }
-      continue;
-    }
-    if (o.stage < 0 || o.stage >= K || o.kind > op_kind::backward)
       detail::throw_coarsen_error("expand: op " + std::to_string(i) + " (" + to_string(o) +
                                   ") is not an op of the " + std::to_string(K) +
                                   "-stage coarse chain");
-    const std::int32_t s = cc.starts[static_cast<std::size_t>(o.stage)];
-    const std::int32_t e = cc.starts[static_cast<std::size_t>(o.stage) + 1];
-    switch (o.kind) {
-      case op_kind::backward:
-        for (std::int32_t k = e - 1; k >= s; --k) out.push_back(backward(k));
-        break;
-      case op_kind::forward_checkpoint:
-        out.push_back(f_ck(s));
-        for (std::int32_t k = s + 1; k < e; ++k) out.push_back(f_none(k));
-        break;
-      default:
-        for (std::int32_t k = s; k < e; ++k) out.push_back({o.kind, k});
-        break;
     }
+    const auto [first, end] = fine_stages(cc, o);
+    for (std::int32_t k = first; k < end; ++k) out.push_back(fine_op(o, first, end, k));
   }
   return out;
 }

@@ -47,12 +47,8 @@ using loss_call = basic_loss_call<std::span<std::byte>, std::span<const std::byt
 /// The user's code for a host run: `c.forward(const forward_call&)`,
 /// `c.backward(const backward_call&)` and `c.loss(const loss_call&)`.
 template <class C>
-concept host_callbacks = requires(C& c, const forward_call& f, const backward_call& b,
-                                  const loss_call& l) {
-  c.forward(f);
-  c.backward(b);
-  c.loss(l);
-};
+concept host_callbacks = forward_handler<C, forward_call> && backward_handler<C, backward_call> &&
+                         loss_handler<C, loss_call>;
 
 struct host_executor_options {
   /// Fill with 0xFF bytes the whole arena but a_0 when a run starts, and every buffer the
@@ -128,8 +124,18 @@ class host_executor {
   /// Runs the schedule once, calling `callbacks` for every compute op in order (on this thread).
   /// Allocates nothing (unless `separate_allocations`). An exception from a callback (or from
   /// `before_copy`) ends the run, once the copies under way have, and propagates.
-  template <host_callbacks C>
+  /// A type without one of the three handlers is refused at compile time with a message per
+  /// missing handler.
+  template <class C>
   void run(C&& callbacks) {
+    if constexpr (detail::check_handlers<std::remove_reference_t<C>, forward_call, backward_call,
+                                         loss_call>())
+      run_checked(callbacks);
+  }
+
+ private:
+  template <class C>
+  void run_checked(C& callbacks) {
     if (options_.separate_allocations) release_all_but_input();
     if (options_.poison && !options_.separate_allocations) poison_all_but_input();
     const std::size_t n = program_.steps.size();
@@ -179,6 +185,7 @@ class host_executor {
     report_.seconds = since();
   }
 
+ public:
   /// The timing of the last run (zeros before the first).
   [[nodiscard]] const run_report& last_run() const noexcept { return report_; }
 
@@ -214,26 +221,12 @@ class host_executor {
 
   template <class C>
   void call(C& callbacks, const detail::program_step& s) const {
-    switch (s.kind) {
-      case op_kind::forward_none:
-      case op_kind::forward_checkpoint:
-      case op_kind::forward_all:
-        callbacks.forward(forward_call{s.stage, s.kind == op_kind::forward_all, bytes(s.input),
-                                       bytes(s.output), bytes(s.saved), bytes(s.workspace),
-                                       s.option});
-        break;
-      case op_kind::backward:
-        callbacks.backward(backward_call{s.stage, bytes(s.input), bytes(s.output), bytes(s.saved),
-                                         bytes(s.output_gradient), bytes(s.input_gradient),
-                                         bytes(s.workspace), s.option});
-        break;
-      case op_kind::loss:
-        callbacks.loss(loss_call{bytes(s.input), bytes(s.input_gradient), bytes(s.workspace)});
-        break;
-      case op_kind::offload:
-      case op_kind::prefetch:
-      case op_kind::wait: break;  // the copy threads copy; a wait has done its waiting
-    }
+    const auto writable = [this](const detail::byte_range& r) { return bytes(r); };
+    const auto read_only = [this](const detail::byte_range& r) {
+      return std::span<const std::byte>(bytes(r));
+    };
+    // A transfer: the copy threads copy; a wait has done its waiting.
+    detail::call_handler<forward_call, backward_call, loss_call>(callbacks, s, writable, read_only);
   }
 
   // The three streams: the program's waits, a data wait for what an op reads from another

@@ -141,26 +141,16 @@ inline auto blocks(const coarse_chain& cc) {
          });
 }
 
-/// The fine-stage ops of a coarse schedule, lazily, as `remat::expand` lists them. `cc` and
-/// `coarse_ops` must outlive the view; ops must be ops of `cc.chain` (`expand` checks that,
-/// this view does not), and without transfer ops (`remat::expand` maps those).
+/// The fine-stage ops of a coarse schedule, lazily, as `remat::expand` lists them (by the same
+/// `fine_stages` and `fine_op`). `cc` and `coarse_ops` must outlive the view; ops must be ops of
+/// `cc.chain` (`expand` checks that, this view does not).
 template <ranges::forward_range Ops>
 auto expand(const coarse_chain& cc, const Ops& coarse_ops) {
   return ranges::views::all(coarse_ops) | ranges::views::for_each([&cc](const op o) {
-           const auto fine_length = static_cast<std::int32_t>(cc.fine_length());
-           const bool is_loss = o.kind == op_kind::loss;
-           const std::int32_t first =
-               is_loss ? fine_length : cc.starts[static_cast<std::size_t>(o.stage)];
-           const std::int32_t end =
-               is_loss ? fine_length + 1 : cc.starts[static_cast<std::size_t>(o.stage) + 1];
+           const auto [first, end] = fine_stages(cc, o);
            return ranges::views::iota(first, end) |
-                  ranges::views::transform([o, first, end](std::int32_t k) -> op {
-                    switch (o.kind) {
-                      case op_kind::loss: return loss_op(k);
-                      case op_kind::backward: return backward(first + end - 1 - k);
-                      case op_kind::forward_checkpoint: return k == first ? f_ck(k) : f_none(k);
-                      default: return {o.kind, k};
-                    }
+                  ranges::views::transform([o, first = first, end = end](std::int32_t k) {
+                    return fine_op(o, first, end, k);
                   });
          });
 }

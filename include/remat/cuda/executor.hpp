@@ -72,12 +72,9 @@ using loss_call = basic_loss_call<device_bytes, const_device_bytes>;
 /// The user's code for a CUDA run: `c.forward(call, stream)`, `c.backward(call, stream)`,
 /// `c.loss(call, stream)`, each enqueuing its kernels on `stream`.
 template <class C>
-concept callbacks = requires(C& c, const forward_call& f, const backward_call& b,
-                             const loss_call& l, cudaStream_t stream) {
-  c.forward(f, stream);
-  c.backward(b, stream);
-  c.loss(l, stream);
-};
+concept callbacks = forward_handler<C, forward_call, cudaStream_t> &&
+                    backward_handler<C, backward_call, cudaStream_t> &&
+                    loss_handler<C, loss_call, cudaStream_t>;
 
 struct executor_options {
   /// Fill with 0xFF bytes (a NaN for float and double) the whole arena but a_0 when a run
@@ -165,12 +162,16 @@ class executor {
   /// Enqueues the whole schedule: the callbacks in order on the stream, the copies on the copy
   /// streams, the waits between them, and the poisoning memsets if asked. Returns without
   /// waiting; everything it enqueued is done once the stream reaches its end.
-  template <callbacks C>
+  /// A type without one of the three handlers is refused at compile time with a message per
+  /// missing handler.
+  template <class C>
   void run(C&& c) {
-    REMAT_CUDA_CHECK(cudaGetLastError());  // an error left by earlier work is not the run's
-    timed_ = false;
-    enqueue(c, options_.timing);
-    timed_ = options_.timing;
+    if constexpr (checked<C>()) {
+      REMAT_CUDA_CHECK(cudaGetLastError());  // an error left by earlier work is not the run's
+      timed_ = false;
+      enqueue(c, options_.timing);
+      timed_ = options_.timing;
+    }
   }
 
   /// With `executor_options::timing`: when each op of the last `run` started and ended. Waits
@@ -197,8 +198,20 @@ class executor {
   /// replacing any earlier one, without running it. The callbacks are called once, now;
   /// `replay` launches what they enqueued, with the same arguments, so parameters must stay at
   /// the addresses captured.
-  template <callbacks C>
+  template <class C>
   void capture(C&& c) {
+    if constexpr (checked<C>()) capture_checked(c);
+  }
+
+ private:
+  template <class C>
+  static constexpr bool checked() {
+    return remat::detail::check_handlers<std::remove_reference_t<C>, forward_call, backward_call,
+                                         loss_call, cudaStream_t>();
+  }
+
+  template <class C>
+  void capture_checked(C& c) {
     REMAT_CUDA_CHECK(cudaGetLastError());
     timed_ = false;  // the events of the last timed run are recorded again, inside the graph
     REMAT_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -219,6 +232,7 @@ class executor {
     graph_exec_.reset(exec);
   }
 
+ public:
   /// Launches the captured graph on the stream.
   void replay() {
     if (!graph_exec_) throw std::logic_error("remat::cuda::executor: replay() before capture()");
@@ -369,34 +383,17 @@ class executor {
     for (std::size_t w = program_.waits_begin[i]; w < program_.waits_begin[i + 1]; ++w)
       REMAT_CUDA_CHECK(cudaStreamWaitEvent(on, done_[program_.waits[w].op].get(), 0));
     if (timed) REMAT_CUDA_CHECK(cudaEventRecord(started_[i].get(), on));
-    switch (s.kind) {
-      case op_kind::forward_none:
-      case op_kind::forward_checkpoint:
-      case op_kind::forward_all:
-        c.forward(forward_call{s.stage, s.kind == op_kind::forward_all, const_bytes(s.input),
-                               bytes(s.output), bytes(s.saved), bytes(s.workspace), s.option},
-                  stream_);
-        break;
-      case op_kind::backward:
-        c.backward(
-            backward_call{s.stage, const_bytes(s.input), bytes(s.output), bytes(s.saved),
-                          bytes(s.output_gradient), bytes(s.input_gradient), bytes(s.workspace),
-                          s.option},
-            stream_);
-        break;
-      case op_kind::loss:
-        c.loss(loss_call{const_bytes(s.input), bytes(s.input_gradient), bytes(s.workspace)},
-               stream_);
-        break;
-      case op_kind::offload:
-      case op_kind::prefetch:
-        if (s.input.size > 0)
-          REMAT_CUDA_CHECK(cudaMemcpyAsync(
-              bytes(s.output).data, bytes(s.input).data, static_cast<std::size_t>(s.input.size),
-              s.kind == op_kind::offload ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, on));
-        break;
-      case op_kind::wait: break;  // its wait for the offload, above, is all it does
-    }
+    const auto writable = [this](const detail::byte_range& r) { return bytes(r); };
+    const auto read_only = [this](const detail::byte_range& r) { return const_bytes(r); };
+    // A transfer runs here: O and P copy on their stream; a wait has done its waiting, above.
+    if (!remat::detail::call_handler<forward_call, backward_call, loss_call>(c, s, writable,
+                                                                             read_only, stream_) &&
+        rule(s.kind).makes != operand::none && s.input.size > 0)
+      REMAT_CUDA_CHECK(cudaMemcpyAsync(
+          bytes(s.output).data, bytes(s.input).data, static_cast<std::size_t>(s.input.size),
+          rule(s.kind).makes == operand::host_copy ? cudaMemcpyDeviceToHost
+                                                   : cudaMemcpyHostToDevice,
+          on));
     if (const cudaError_t launch = cudaGetLastError(); launch != cudaSuccess)
       detail::throw_cuda_error(launch, "a kernel launch", describe(s, i));
     if (options_.poison)
