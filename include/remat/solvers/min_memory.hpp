@@ -22,7 +22,9 @@
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
+#include <remat/detail/dp/choose.hpp>
 #include <remat/detail/dp/cost.hpp>
+#include <remat/detail/dp/cost_policy.hpp>
 #include <remat/detail/dp/dispatch.hpp>
 #include <remat/detail/dp/in_flight.hpp>
 #include <remat/detail/dp/least_memory.hpp>
@@ -31,9 +33,11 @@
 #include <remat/schedule.hpp>
 #include <remat/solver_options.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace remat {
@@ -67,6 +71,50 @@ constexpr solve_result min_memory_least_peak(const chain& c, size_type budget,
   return r;
 }
 
+// `min-memory` at `budget` (solvers/min_memory.hpp): its exact solve at budget 0 (the least-memory
+// DP, which gives the least budget), then its exact solve at that least budget, each costed as
+// its dispatch; where either passes the limits, the least-peak DP it falls back on, refused only
+// past `max_estimated_seconds`.
+inline solve_estimate estimate_min_memory(const chain& c, size_type budget,
+                                          const solve_options& options) {
+  solve_options exact = options;
+  exact.slots = exact_units;
+  const auto L = static_cast<std::int32_t>(c.length());
+  double spent = 0;
+  try {
+    const dp_choice first = choose(c, 0, exact, solver::min_memory);
+    cost_policy policy{c, exact};
+    solve_estimate out = dispatch(policy, first);
+    spent = out.seconds;
+    if (out.within_limits) {
+      // (Where the sums round, the whole frontier gives the least budget as it runs, and the
+      // second solve runs it again.)
+      const bool whole = std::holds_alternative<whole_step>(first.step);
+      const size_type least = first.min_feasible_budget;
+      if (!whole && (least == solve_result::no_budget || budget < least)) {
+        out.exact = false;  // nothing fits: no second solve
+        return out;
+      }
+      solve_estimate second =
+          whole ? out : estimate_persistent(c, least, exact, solver::min_memory);
+      if (second.within_limits) {
+        second.seconds += out.seconds;
+        second.bytes = std::max(second.bytes, out.bytes);
+        return second;
+      }
+      spent += need_dp_seconds(c, 1);  // the second solve's least-memory DP, before it refuses
+    }
+  } catch (const solver_error&) {
+  }
+  solve_estimate out;
+  const double least_peak = need_dp_pairs(L) / tuning.exact_need_pairs_per_second;
+  out.seconds = spent + least_peak;
+  out.bytes = need_dp_bytes(L);
+  out.exact = false;
+  out.within_limits = !(least_peak > options.max_estimated_seconds);
+  return out;
+}
+
 }  // namespace detail
 
 /// The persistent schedule of least peak memory (the fastest one at that peak, where the exact
@@ -96,5 +144,11 @@ constexpr solve_result solve_min_memory(const C& chain_in, size_type budget,
   r.budget = budget;
   return r;
 }
+
+namespace detail {
+// `solver::min_memory`'s row: its solve and its estimate.
+template <>
+struct solver_entry<solver::min_memory> : entry<&solve_min_memory<chain>, &estimate_min_memory> {};
+}  // namespace detail
 
 }  // namespace remat
