@@ -41,8 +41,9 @@ struct estimate_solve_fn {
     const auto L = static_cast<std::int32_t>(c.length());
     const solver_info& about = info(options.solver);
     if (about.dp == solver_dp::least_memory) {
-      out.seconds = need_dp_pairs(L) / tuning.exact_need_pairs_per_second;
-      out.bytes = need_dp_bytes(L);
+      const dp_cost least_peak = least_peak_cost(L);
+      out.seconds = least_peak.seconds;
+      out.bytes = least_peak.bytes;
       out.runs_dp = true;
       out.within_limits = fits_limits(out.seconds, out.bytes, options);
     } else if (about.has_curve()) {

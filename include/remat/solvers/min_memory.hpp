@@ -50,9 +50,8 @@ constexpr solve_result min_memory_least_peak(const chain& c, size_type budget,
   if (budget < 0) throw_solver_error("the budget must be >= 0");
   const model md = make_model(c, 1);
   if (!std::is_constant_evaluated())
-    check_dp_seconds(name(solver::min_memory), c, exact_units,
-                     need_dp_pairs(md.L) / tuning.exact_need_pairs_per_second, need_dp_bytes(md.L),
-                     options, "the least-memory DP");
+    check_dp_seconds(name(solver::min_memory), c, exact_units, least_peak_cost(md.L).seconds,
+                     least_peak_cost(md.L).bytes, options, "the least-memory DP");
   const least_peak_table t = least_peak_dp(md);
   const std::size_t top = interval_index(md.L, 0, md.L);
 
@@ -107,11 +106,11 @@ inline solve_estimate estimate_min_memory(const chain& c, size_type budget,
   } catch (const solver_error&) {
   }
   solve_estimate out;
-  const double least_peak = need_dp_pairs(L) / tuning.exact_need_pairs_per_second;
-  out.seconds = spent + least_peak;
-  out.bytes = need_dp_bytes(L);
+  const dp_cost least_peak = least_peak_cost(L);
+  out.seconds = spent + least_peak.seconds;
+  out.bytes = least_peak.bytes;
   out.exact = false;
-  out.within_limits = !(least_peak > options.max_estimated_seconds);
+  out.within_limits = !(least_peak.seconds > options.max_estimated_seconds);
   return out;
 }
 

@@ -24,11 +24,6 @@
 
 namespace remat::detail {
 
-inline bool fits_limits(double seconds, double bytes, const solve_options& options) {
-  const auto limit = static_cast<double>(options.max_table_bytes.value_or(default_table_limit()));
-  return !(seconds > options.max_estimated_seconds) && !(bytes > limit);
-}
-
 // The whole frontier DP, run for at most `probe_seconds` and the rest projected (frontiers grow
 // with the interval; `frontier::plan::within` fits that growth), with the classes' fixed cost.
 inline solve_estimate probe_whole_frontier(const model& md, dp_branches branches,
@@ -146,8 +141,7 @@ struct cost_policy {
     solve_estimate out = least_memory(d);
     out.runs_dp = true;
     out.exact = false;
-    const double bound_share = static_cast<double>(tuning.auto_bound_slots) / rotor_slots;
-    out.seconds += a.spent + (1 + bound_share) * d.slotted->dense_seconds;
+    out.seconds += a.spent + fallback_dense_factor * d.slotted->dense_seconds;
     out.bytes = std::max(out.bytes, d.slotted->dense_bytes);
     return faster(d, out, plain);
   }
