@@ -12,24 +12,15 @@
 #include <remat/coarsen.hpp>
 #include <remat/concepts.hpp>
 #include <remat/detail/coarsen/target.hpp>
+#include <remat/detail/solver_rows.hpp>
 #include <remat/detail/verify/finish.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
 #include <remat/solver_options.hpp>
-#include <remat/solvers/checkpoint_only.hpp>
-#include <remat/solvers/chen_greedy.hpp>
-#include <remat/solvers/chen_sqrt.hpp>
-#include <remat/solvers/exhaustive.hpp>
-#include <remat/solvers/min_memory.hpp>
-#include <remat/solvers/offload.hpp>
-#include <remat/solvers/offload_baselines.hpp>
-#include <remat/solvers/optimal.hpp>
-#include <remat/solvers/revolve.hpp>
-#include <remat/solvers/sequential.hpp>
-#include <remat/solvers/store_all.hpp>
 #include <remat/version.hpp>
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -39,7 +30,7 @@ namespace remat {
 
 namespace detail {
 
-// `options.solver` on the chain as given (`options.coarsen` is not looked at).
+// `options.solver` on the chain as given (`options.coarsen` is not looked at): its row's solve.
 template <chain_like C>
 constexpr solve_result solve_as_given(const C& chain, size_type budget,
                                       const solve_options& options) {
@@ -47,22 +38,11 @@ constexpr solve_result solve_as_given(const C& chain, size_type budget,
     throw_solver_error(std::string(name(options.solver)) +
                        ": not available in constant expressions");
   check_in_flight(options);
-  switch (options.solver) {
-    case solver::store_all: return solve_store_all(chain, budget, options);
-    case solver::exhaustive: return solve_exhaustive(chain, budget, options);
-    case solver::sequential: return solve_sequential(chain, budget, options);
-    case solver::chen_sqrt: return solve_chen_sqrt(chain, budget, options);
-    case solver::chen_greedy: return solve_chen_greedy(chain, budget, options);
-    case solver::revolve: return solve_revolve(chain, budget, options);
-    case solver::checkpoint_only: return solve_checkpoint_only(chain, budget, options);
-    case solver::min_memory: return solve_min_memory(chain, budget, options);
-    case solver::offload: return solve_offload(chain, budget, options);
-    case solver::save_on_cpu: return solve_save_on_cpu(chain, budget, options);
-    case solver::vdnn: return solve_vdnn(chain, budget, options);
-    case solver::sequential_offload: return solve_sequential_offload(chain, budget, options);
-    case solver::optimal: break;
-  }
-  return solve_optimal(chain, budget, options);
+  const solve_pointer run = row_of(options.solver).solve;
+  if constexpr (std::same_as<C, remat::chain>)
+    return run(chain, budget, options);
+  else
+    return run(remat::to_chain(chain), budget, options);
 }
 
 // A result of the coarse chain `cc` as one of the fine chain `c`: its ops expanded and replayed

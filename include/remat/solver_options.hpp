@@ -3,6 +3,7 @@
 
 #include <remat/schedule.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -128,12 +129,12 @@ constexpr bool needs_link(solver s) noexcept {
   return info(s).needs_link;
 }
 
-/// Every solver, in the order tools list them.
-inline constexpr solver all_solvers[] = {
-    solver::optimal,           solver::store_all,   solver::exhaustive,  solver::sequential,
-    solver::chen_sqrt,         solver::chen_greedy, solver::revolve,     solver::checkpoint_only,
-    solver::min_memory,        solver::offload,     solver::save_on_cpu, solver::vdnn,
-    solver::sequential_offload};
+/// Every solver, in the order tools list them (`solver_table`'s).
+inline constexpr std::array<solver, std::size(solver_table)> all_solvers = [] {
+  std::array<solver, std::size(solver_table)> out{};
+  for (std::size_t k = 0; k < out.size(); ++k) out[k] = solver_table[k].solver;
+  return out;
+}();
 
 /// The solver's name on the command line: `optimal`, `store-all`, `exhaustive`, `sequential`,
 /// `chen-sqrt`, `chen-greedy`, `revolve`, `checkpoint-only`, `min-memory`, `offload`,
@@ -285,10 +286,36 @@ class solver_error : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+struct chain;
+
 namespace detail {
 [[noreturn]] inline void throw_solver_error(const std::string& what) {
   throw solver_error(what);
 }
+
+// A solver's solve and its estimate for `remat::chain` (`remat::solve` and
+// `remat::estimate_solve_at` call them through detail/solver_rows.hpp).
+using solve_pointer = solve_result (*)(const chain&, size_type, const solve_options&);
+using estimate_pointer = solve_estimate (*)(const chain&, size_type, const solve_options&);
+
+// The estimate of a solver without a DP over memory: nothing to cost, never refused.
+inline solve_estimate no_dp_estimate(const chain&, size_type, const solve_options&) {
+  return {};
+}
+
+// What completes a row of `solver_table`: each solver's header specializes `solver_entry` for
+// its enumerator, naming its solve and estimate (`entry<&solve_x<chain>, &estimate>`). The table
+// itself cannot hold the pointers: the solvers' own code reads `info` and `name`, so the table is
+// below them. detail/solver_rows.hpp reads the entry of every row; a row without one does not
+// compile there.
+template <solver S>
+struct solver_entry;
+
+template <solve_pointer Solve, estimate_pointer Estimate = &no_dp_estimate>
+struct entry {
+  static constexpr solve_pointer solve = Solve;
+  static constexpr estimate_pointer estimate = Estimate;
+};
 }  // namespace detail
 
 }  // namespace remat

@@ -285,6 +285,9 @@ TEST_CASE("estimate_solve_at: every solver, refused and run as its solve is") {
           CHECK(e.runs_dp == refused_at_16);
         }
         if (about.dp != remat::solver_dp::offload && r->feasible) CHECK(e.exact == r->exact);
+        // Offload: exact where the spine DP ran on the chain's own units; a baseline faster than
+        // its schedule (which the estimate does not run) makes the solve inexact.
+        if (about.dp == remat::solver_dp::offload && r->exact) CHECK(e.exact);
         // Offload with a link: the spine DP's table, beyond the recompute-only solve's.
         if (about.dp == remat::solver_dp::offload && c.transfer.available() &&
             e.bytes > remat::estimate_solve_at(c, budget, {}).bytes)
@@ -323,6 +326,62 @@ TEST_CASE("estimate_solve_at: offload's spine DP, its table and its refusal") {
   CHECK_THROWS_AS((void)remat::solve(c, budget, exact_small), remat::solver_error);
   CHECK(remat::estimate_solve_at(c, budget, automatic_small).within_limits);
   CHECK(remat::solve(c, budget, automatic_small).feasible);
+}
+
+// Each row's estimate with the chain's own units (`exact_units`): the one `estimate_solve_at`
+// returns, refused where its solve refuses, a DP over memory only for the rows that have one,
+// exactness predicted (offload: never inexact where its solve is exact). Min-memory and offload
+// run more than one dispatch, each costed.
+TEST_CASE("estimate_solve_at: every row's estimate in exact units, against its solve") {
+  std::mt19937_64 rng(4950);
+  std::vector<remat::chain> chains;
+  for (const int n : {3, 6, 12}) {
+    remat::chain c =
+        remat::testing::random_chain(rng, {.min_stages = n, .max_stages = n, .max_size = 300});
+    chains.push_back(c);
+    c.transfer = {40, 60};
+    chains.push_back(c);
+  }
+  int exact = 0, refused = 0;
+  for (const remat::chain& c : chains) {
+    const size_type least = remat::solve(c, 0).min_feasible_budget;
+    const size_type peak = store_all_peak(c);
+    for (const remat::solver s : remat::all_solvers) {
+      const remat::solver_info& about = remat::info(s);
+      if (about.needs_link && !c.transfer.available()) continue;
+      const std::size_t most = c.transfer.available() ? about.max_link_stages : about.max_stages;
+      if (most != 0 && c.length() > most) continue;
+      if (s == remat::solver::exhaustive && c.transfer.available()) continue;
+      CAPTURE(remat::name(s));
+      for (const size_type budget : {least / 2, least, (least + peak) / 2, peak}) {
+        CAPTURE(budget);
+        for (const double seconds : {60.0, 0.0}) {
+          const remat::solve_options o{
+              .solver = s, .slots = remat::exact_units, .max_estimated_seconds = seconds};
+          const remat::solve_estimate e = remat::estimate_solve_at(c, budget, o);
+          const remat::solve_estimate row = remat::detail::row_of(s).estimate(c, budget, o);
+          CHECK(row.seconds == e.seconds);
+          CHECK(row.bytes == e.bytes);
+          CHECK(row.within_limits == e.within_limits);
+          const std::optional<remat::solve_result> r = solved(c, budget, o);
+          CHECK(e.within_limits == r.has_value());
+          refused += r ? 0 : 1;
+          if (about.dp == remat::solver_dp::none) {
+            CHECK_FALSE(e.runs_dp);
+            CHECK(e.seconds == 0);
+          }
+          if (!r || !r->feasible) continue;
+          if (about.dp == remat::solver_dp::offload)
+            CHECK((!r->exact || e.exact));
+          else if (about.dp != remat::solver_dp::none)
+            CHECK(e.exact == r->exact);
+          exact += r->exact ? 1 : 0;
+        }
+      }
+    }
+  }
+  CHECK(exact > 20);
+  CHECK(refused > 10);
 }
 
 }  // namespace unit_estimate_test

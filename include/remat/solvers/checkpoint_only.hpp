@@ -12,6 +12,7 @@
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
+#include <remat/detail/dp/cost_policy.hpp>
 #include <remat/detail/dp/dispatch.hpp>
 #include <remat/detail/dp/in_flight.hpp>
 #include <remat/solver_options.hpp>
@@ -28,5 +29,11 @@ constexpr solve_result solve_checkpoint_only(const C& chain_in, size_type budget
     return detail::solve_in_flight(to_chain(chain_in), budget, options, solver::checkpoint_only);
   return detail::solve_dp(to_chain(chain_in), budget, options, solver::checkpoint_only);
 }
+
+namespace detail {
+// `solver::checkpoint_only`'s row: its solve and its estimate.
+template <>
+struct solver_entry<solver::checkpoint_only> : entry<&solve_checkpoint_only<chain>, &estimate_dp<solver::checkpoint_only>> {};
+}  // namespace detail
 
 }  // namespace remat

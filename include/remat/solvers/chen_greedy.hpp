@@ -112,4 +112,10 @@ constexpr solve_result solve_chen_greedy(const C& chain_in, size_type budget,
   return detail::keep_in_flight(std::move(search).result(), budget, options);
 }
 
+namespace detail {
+// `solver::chen_greedy`'s row: its solve (no DP over memory: nothing to estimate).
+template <>
+struct solver_entry<solver::chen_greedy> : entry<&solve_chen_greedy<chain>> {};
+}  // namespace detail
+
 }  // namespace remat

@@ -59,4 +59,10 @@ constexpr solve_result solve_chen_sqrt(const C& chain_in, size_type budget,
   return detail::keep_in_flight(std::move(search).result(), budget, options);
 }
 
+namespace detail {
+// `solver::chen_sqrt`'s row: its solve (no DP over memory: nothing to estimate).
+template <>
+struct solver_entry<solver::chen_sqrt> : entry<&solve_chen_sqrt<chain>> {};
+}  // namespace detail
+
 }  // namespace remat

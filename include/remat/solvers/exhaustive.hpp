@@ -339,4 +339,10 @@ solve_result solve_exhaustive(const C& chain_in, size_type budget,
   return out;
 }
 
+namespace detail {
+// `solver::exhaustive`'s row: its solve (no DP over memory: nothing to estimate).
+template <>
+struct solver_entry<solver::exhaustive> : entry<&solve_exhaustive<chain>> {};
+}  // namespace detail
+
 }  // namespace remat

@@ -22,7 +22,9 @@
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
+#include <remat/detail/dp/choose.hpp>
 #include <remat/detail/dp/cost.hpp>
+#include <remat/detail/dp/cost_policy.hpp>
 #include <remat/detail/dp/dispatch.hpp>
 #include <remat/detail/dp/in_flight.hpp>
 #include <remat/detail/dp/least_memory.hpp>
@@ -31,9 +33,11 @@
 #include <remat/schedule.hpp>
 #include <remat/solver_options.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace remat {
@@ -46,9 +50,8 @@ constexpr solve_result min_memory_least_peak(const chain& c, size_type budget,
   if (budget < 0) throw_solver_error("the budget must be >= 0");
   const model md = make_model(c, 1);
   if (!std::is_constant_evaluated())
-    check_dp_seconds(name(solver::min_memory), c, exact_units,
-                     need_dp_pairs(md.L) / tuning.exact_need_pairs_per_second, need_dp_bytes(md.L),
-                     options, "the least-memory DP");
+    check_dp_seconds(name(solver::min_memory), c, exact_units, least_peak_cost(md.L).seconds,
+                     least_peak_cost(md.L).bytes, options, "the least-memory DP");
   const least_peak_table t = least_peak_dp(md);
   const std::size_t top = interval_index(md.L, 0, md.L);
 
@@ -65,6 +68,50 @@ constexpr solve_result min_memory_least_peak(const chain& c, size_type budget,
   solve_result r = finish(c, solver::min_memory, budget, std::move(ops), t.time[top]);
   r.min_feasible_budget = out.min_feasible_budget;
   return r;
+}
+
+// `min-memory` at `budget` (solvers/min_memory.hpp): its exact solve at budget 0 (the least-memory
+// DP, which gives the least budget), then its exact solve at that least budget, each costed as
+// its dispatch; where either passes the limits, the least-peak DP it falls back on, refused only
+// past `max_estimated_seconds`.
+inline solve_estimate estimate_min_memory(const chain& c, size_type budget,
+                                          const solve_options& options) {
+  solve_options exact = options;
+  exact.slots = exact_units;
+  const auto L = static_cast<std::int32_t>(c.length());
+  double spent = 0;
+  try {
+    const dp_choice first = choose(c, 0, exact, solver::min_memory);
+    cost_policy policy{c, exact};
+    solve_estimate out = dispatch(policy, first);
+    spent = out.seconds;
+    if (out.within_limits) {
+      // (Where the sums round, the whole frontier gives the least budget as it runs, and the
+      // second solve runs it again.)
+      const bool whole = std::holds_alternative<whole_step>(first.step);
+      const size_type least = first.min_feasible_budget;
+      if (!whole && (least == solve_result::no_budget || budget < least)) {
+        out.exact = false;  // nothing fits: no second solve
+        return out;
+      }
+      solve_estimate second =
+          whole ? out : estimate_persistent(c, least, exact, solver::min_memory);
+      if (second.within_limits) {
+        second.seconds += out.seconds;
+        second.bytes = std::max(second.bytes, out.bytes);
+        return second;
+      }
+      spent += need_dp_seconds(c, 1);  // the second solve's least-memory DP, before it refuses
+    }
+  } catch (const solver_error&) {
+  }
+  solve_estimate out;
+  const dp_cost least_peak = least_peak_cost(L);
+  out.seconds = spent + least_peak.seconds;
+  out.bytes = least_peak.bytes;
+  out.exact = false;
+  out.within_limits = !(least_peak.seconds > options.max_estimated_seconds);
+  return out;
 }
 
 }  // namespace detail
@@ -96,5 +143,11 @@ constexpr solve_result solve_min_memory(const C& chain_in, size_type budget,
   r.budget = budget;
   return r;
 }
+
+namespace detail {
+// `solver::min_memory`'s row: its solve and its estimate.
+template <>
+struct solver_entry<solver::min_memory> : entry<&solve_min_memory<chain>, &estimate_min_memory> {};
+}  // namespace detail
 
 }  // namespace remat

@@ -14,6 +14,7 @@
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
+#include <remat/detail/dp/cost_policy.hpp>
 #include <remat/detail/dp/dispatch.hpp>
 #include <remat/detail/dp/frontier_solve.hpp>
 #include <remat/detail/dp/offload_spine.hpp>
@@ -86,6 +87,40 @@ inline solve_result tightened(const chain& c, size_type budget, solve_result r) 
   return out;
 }
 
+// `offload` at `budget` (solvers/offload.hpp): `optimal`'s solve (the recompute-only schedule it
+// starts from); with a link, the spine's least budget (a least-memory DP) and the baselines, and
+// where `offload_runs_spine`, the spine DP in each unit `for_spine_units` tries, as `spine_plan`
+// costs it: until the budget reaches the spine's least budget in one, or one passes the limits,
+// which the solve refuses.
+inline solve_estimate estimate_offload(const chain& c, size_type budget,
+                                       const solve_options& options) {
+  solve_options recompute = options;
+  recompute.solver = solver::optimal;
+  solve_estimate out = estimate_persistent(c, budget, recompute, solver::optimal);
+  if (!c.transfer.available() || !out.within_limits) return out;
+  out.exact = false;
+  out.seconds += need_dp_seconds(c, 1);
+  size_type floor = spine_least_budget(c);
+  for (const solve_result& r : offload_baselines_at(c, budget))
+    floor = lesser_budget(floor, r.min_feasible_budget);
+  if (!offload_runs_spine(c, budget, floor)) return out;
+  const auto byte_limit =
+      static_cast<double>(options.max_table_bytes.value_or(default_table_limit()));
+  for_spine_units(c, budget, options, [&](const spine_plan& p) {
+    if (!p.runs) return false;
+    out.runs_dp = true;
+    out.seconds += p.seconds;
+    out.bytes = std::max(out.bytes, p.bytes);
+    if (p.bytes > byte_limit || p.seconds > options.max_estimated_seconds) {
+      out.within_limits = false;  // refused there
+      return true;
+    }
+    out.exact = p.feasible && p.unit == 1;
+    return p.feasible;
+  });
+  return out;
+}
+
 }  // namespace detail
 
 /// The fastest schedule with offloading (docs/offload.md's class) for `budget`. Without
@@ -155,5 +190,11 @@ solve_result solve_offload(const C& chain_in, size_type budget, const solve_opti
   out.min_feasible_budget = out.feasible ? lesser(least, budget) : least;
   return out;
 }
+
+namespace detail {
+// `solver::offload`'s row: its solve and its estimate.
+template <>
+struct solver_entry<solver::offload> : entry<&solve_offload<chain>, &estimate_offload> {};
+}  // namespace detail
 
 }  // namespace remat

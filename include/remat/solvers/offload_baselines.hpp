@@ -126,4 +126,18 @@ solve_result solve_sequential_offload(const C& chain_in, size_type budget,
   return std::move(search).result();
 }
 
+namespace detail {
+// `solver::save_on_cpu`'s row: its solve (no DP over memory: nothing to estimate).
+template <>
+struct solver_entry<solver::save_on_cpu> : entry<&solve_save_on_cpu<chain>> {};
+
+// `solver::vdnn`'s row: its solve (no DP over memory: nothing to estimate).
+template <>
+struct solver_entry<solver::vdnn> : entry<&solve_vdnn<chain>> {};
+
+// `solver::sequential_offload`'s row: its solve (no DP over memory: nothing to estimate).
+template <>
+struct solver_entry<solver::sequential_offload> : entry<&solve_sequential_offload<chain>> {};
+}  // namespace detail
+
 }  // namespace remat

@@ -18,6 +18,7 @@
 
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
+#include <remat/detail/dp/cost_policy.hpp>
 #include <remat/detail/dp/dispatch.hpp>
 #include <remat/detail/dp/in_flight.hpp>
 #include <remat/solver_options.hpp>
@@ -33,5 +34,11 @@ constexpr solve_result solve_optimal(const C& chain_in, size_type budget,
     return detail::solve_in_flight(to_chain(chain_in), budget, options, solver::optimal);
   return detail::solve_dp(to_chain(chain_in), budget, options, solver::optimal);
 }
+
+namespace detail {
+// `solver::optimal`'s row: its solve and its estimate.
+template <>
+struct solver_entry<solver::optimal> : entry<&solve_optimal<chain>, &estimate_dp<solver::optimal>> {};
+}  // namespace detail
 
 }  // namespace remat

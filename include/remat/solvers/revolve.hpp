@@ -110,4 +110,10 @@ constexpr solve_result solve_revolve(const C& chain_in, size_type budget,
   return detail::keep_in_flight(std::move(search).result(), budget, options);
 }
 
+namespace detail {
+// `solver::revolve`'s row: its solve (no DP over memory: nothing to estimate).
+template <>
+struct solver_entry<solver::revolve> : entry<&solve_revolve<chain>> {};
+}  // namespace detail
+
 }  // namespace remat

@@ -56,4 +56,10 @@ constexpr solve_result solve_sequential(const C& chain_in, size_type budget,
   return detail::keep_in_flight(std::move(search).result(), budget, options);
 }
 
+namespace detail {
+// `solver::sequential`'s row: its solve (no DP over memory: nothing to estimate).
+template <>
+struct solver_entry<solver::sequential> : entry<&solve_sequential<chain>> {};
+}  // namespace detail
+
 }  // namespace remat

@@ -41,4 +41,10 @@ constexpr solve_result solve_store_all(const C& chain_in, size_type budget,
   return out;
 }
 
+namespace detail {
+// `solver::store_all`'s row: its solve (no DP over memory: nothing to estimate).
+template <>
+struct solver_entry<solver::store_all> : entry<&solve_store_all<chain>> {};
+}  // namespace detail
+
 }  // namespace remat

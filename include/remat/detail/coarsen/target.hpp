@@ -27,29 +27,18 @@
 #include <remat/solver_options.hpp>
 
 #include <algorithm>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <thread>
 
 namespace remat::detail {
 
-struct dp_cost_bound {
-  double seconds = 0;
-  double bytes = 0;
-};
-
 // A bound of what `options.solver` estimates for a chain of `K` stages coarsened from `c` at
 // `budget` (see the file comment). Zero for the solvers that do not refuse long chains.
-inline dp_cost_bound dp_cost_for_length(const chain& c, std::int32_t K, size_type budget,
-                                        const solve_options& options) {
-  dp_cost_bound out;
+inline dp_cost dp_cost_for_length(const chain& c, std::int32_t K, size_type budget,
+                                  const solve_options& options) {
+  dp_cost out;
   const solver_info& about = info(options.solver);
-  if (about.dp == solver_dp::least_memory) {
-    out.seconds = need_dp_pairs(K) / tuning.exact_need_pairs_per_second;
-    out.bytes = need_dp_bytes(K);
-    return out;
-  }
+  if (about.dp == solver_dp::least_memory) return least_peak_cost(K);
   if (!about.refuses_long_chains()) return out;
   const dp_branches branches = branches_of(options.solver);
   double total = 0;
@@ -61,32 +50,22 @@ inline dp_cost_bound dp_cost_for_length(const chain& c, std::int32_t K, size_typ
   // least-memory DP on the exact sizes and one on 500 slots, and no search for a least budget
   // with slots.
   const bool by_default = options.slots == auto_slots;
-  const double runs =
-      options.slots == exact_units ? 1
-      : by_default                 ? 2
-                   : 5 + static_cast<double>(std::bit_width(static_cast<std::uint64_t>(total)));
-  const double rate = 2 * total < 4503599627370496.0 ? tuning.need_pairs_per_second
-                                                     : tuning.exact_need_pairs_per_second;
-  out.seconds = runs * need_dp_pairs(K) / rate;
+  const double runs = options.slots == exact_units ? 1
+                     : by_default                 ? 2
+                                  : slots_need_dp_runs(static_cast<std::uint64_t>(total));
+  out.seconds = runs * need_dp_pairs(K) / need_pairs_rate(2 * total);
   out.bytes = need_dp_bytes(K);
   if (options.slots == exact_units) return out;
   // The default's fallback, where no exact engine finishes: the 500-slot DP.
   const discretization d = discretize(budget, by_default ? rotor_slots : options.slots);
   const double values = static_cast<double>(d.budget) + 1;
-  const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
-  const unsigned threads = std::min(dp_threads(options.threads), cores);
   // The default runs its bound's DP (`auto_bound_slots` memories) after the 500-slot one, and
   // gives its exact attempts no more than the limit leaves.
-  const double dense = values * need_dp_pairs(K) / (main_triples_per_second(K, branches) * threads);
-  out.seconds +=
-      by_default ? dense * (1 + static_cast<double>(tuning.auto_bound_slots) / rotor_slots) : dense;
+  const double dense =
+      dense_dp_seconds(values * need_dp_pairs(K), K, branches, dp_threads(options.threads));
+  out.seconds += by_default ? dense * fallback_dense_factor : dense;
   out.bytes = std::max(out.bytes, 8 * values * static_cast<double>(interval_count(K)));
   return out;
-}
-
-inline bool within_limits(const dp_cost_bound& cost, const solve_options& options) {
-  const auto limit = static_cast<double>(options.max_table_bytes.value_or(default_table_limit()));
-  return !(cost.seconds > options.max_estimated_seconds) && !(cost.bytes > limit);
 }
 
 // The number of blocks to solve `c` on at `budget` once the solver has refused it as given: the
@@ -102,7 +81,10 @@ inline std::size_t auto_coarse_length(const chain& c, size_type budget,
   const bool frontier = options.slots == exact_units && info(options.solver).has_curve();
   const auto L = static_cast<std::int32_t>(c.length());
   auto fits = [&](std::int32_t K) {
-    if (!frontier) return within_limits(dp_cost_for_length(c, K, budget, options), options);
+    if (!frontier) {
+      const dp_cost cost = dp_cost_for_length(c, K, budget, options);
+      return fits_limits(cost.seconds, cost.bytes, options);
+    }
     return estimate_solve_at(merge_blocks(c, even_starts(L, K)).chain, budget, options)
         .within_limits;
   };

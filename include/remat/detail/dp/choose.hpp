@@ -168,8 +168,7 @@ inline solve_options default_exact_limits(const solve_options& options) {
 // engines get the limits, as when exact is asked for, and none finishing is a refusal.
 inline engines_step default_engines(const slotted_dp& s, double need_seconds,
                                     const solve_options& options, frontier_limits limits) {
-  const double fallback_seconds =
-      s.dense_seconds * (1 + static_cast<double>(tuning.auto_bound_slots) / rotor_slots);
+  const double fallback_seconds = s.dense_seconds * fallback_dense_factor;
   const double room = options.max_estimated_seconds - need_seconds - fallback_seconds;
   const bool fallback = !(room < 0) && !(s.dense_bytes > static_cast<double>(limits.byte_limit));
   if (!fallback) return {options.max_estimated_seconds, false, limits};

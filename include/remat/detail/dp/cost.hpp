@@ -11,6 +11,7 @@
 
 #include <remat/chain.hpp>
 #include <remat/detail/dp/intervals.hpp>
+#include <remat/detail/dp/platform.hpp>
 #include <remat/detail/dp/tuning.hpp>
 #include <remat/solver_options.hpp>
 
@@ -39,8 +40,37 @@ constexpr double need_dp_bytes(std::int32_t L) noexcept {
   return 8 * (n * n + n * (n + 1));
 }
 
-// The seconds of `runs` least-memory DPs of a chain: the one in doubles while the chain's sizes sum
-// below 2^52 (need_in_doubles), the exact one otherwise.
+// What a DP costs: seconds and the most bytes of its tables.
+struct dp_cost {
+  double seconds = 0;
+  double bytes = 0;
+};
+
+// Whether a cost stays within `max_estimated_seconds` and `max_table_bytes`.
+inline bool fits_limits(double seconds, double bytes, const solve_options& options) {
+  const auto limit = static_cast<double>(options.max_table_bytes.value_or(default_table_limit()));
+  return !(seconds > options.max_estimated_seconds) && !(bytes > limit);
+}
+
+// The least-memory DP's rate (pairs a second) on a chain whose sizes sum to `total`: the DP in
+// doubles while the sum stays below 2^52 (need_in_doubles), the exact one otherwise.
+constexpr double need_pairs_rate(double total) noexcept {
+  return total < 4503599627370496.0 ? tuning.need_pairs_per_second
+                                    : tuning.exact_need_pairs_per_second;
+}
+
+// The least-peak DP (min-memory's own schedule, its fallback): exact arithmetic, one run.
+constexpr dp_cost least_peak_cost(std::int32_t L) noexcept {
+  return {need_dp_pairs(L) / tuning.exact_need_pairs_per_second, need_dp_bytes(L)};
+}
+
+// The least-memory DPs of `slots_min_budget` with slots: three (one of them on the exact sizes),
+// and one per step of its bisection over units up to the largest size.
+constexpr double slots_need_dp_runs(std::uint64_t largest) noexcept {
+  return 5 + static_cast<double>(std::bit_width(largest));
+}
+
+// The seconds of `runs` least-memory DPs of a chain (`need_pairs_rate` of its sizes' sum).
 inline double need_dp_seconds(const chain& c, double runs) {
   double total = static_cast<double>(c.input_size) + static_cast<double>(c.loss_overhead);
   for (const stage& s : c.stages)
@@ -51,14 +81,11 @@ inline double need_dp_seconds(const chain& c, double runs) {
     for (const stage_option& o : s.options)
       total += static_cast<double>(o.tape_size) + static_cast<double>(o.forward_overhead) +
                static_cast<double>(o.backward_overhead);
-  const double rate = total < 4503599627370496.0 ? tuning.need_pairs_per_second
-                                                 : tuning.exact_need_pairs_per_second;
-  return runs * need_dp_pairs(static_cast<std::int32_t>(c.length())) / rate;
+  return runs * need_dp_pairs(static_cast<std::int32_t>(c.length())) / need_pairs_rate(total);
 }
 
 // How many least-memory DPs a solve runs: one at the budget's unit and, with slots, those of
-// `slots_min_budget`: three (one of them on the exact sizes), and one per step of its bisection
-// over units up to the largest size.
+// `slots_min_budget` (`slots_need_dp_runs`).
 inline double need_dp_runs(const chain& c, size_type slots) noexcept {
   if (slots == exact_units) return 1;
   size_type largest = std::max(c.input_size, c.loss_overhead);
@@ -68,7 +95,7 @@ inline double need_dp_runs(const chain& c, size_type slots) noexcept {
     for (const stage_option& o : s.options)
       largest = std::max({largest, o.tape_size, o.forward_overhead, o.backward_overhead});
   }
-  return 5 + static_cast<double>(std::bit_width(static_cast<std::uint64_t>(largest)));
+  return slots_need_dp_runs(static_cast<std::uint64_t>(largest));
 }
 
 // The main DP's (interval, m, split) triples, m over each interval's stored range (from its need
@@ -95,13 +122,23 @@ inline double main_triples_per_second(std::int32_t L, dp_branches branches) noex
                               : tuning.dense_growth_cap_checkpoint_only);
 }
 
-// Their seconds, with `threads` threads on as many cores as there are.
+// The seconds of `triples` of the dense DP, with `threads` threads on as many cores as there are.
+inline double dense_dp_seconds(double triples, std::int32_t L, dp_branches branches,
+                               unsigned threads) {
+  const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
+  return triples / (main_triples_per_second(L, branches) * std::min(threads, cores));
+}
+
+// The dense DP's seconds on the bounds `b` up to M.
 inline double main_dp_seconds(const interval_bounds& b, std::int32_t L, size_type M,
                               dp_branches branches, unsigned threads) {
-  const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
-  return main_dp_triples(b, L, M) /
-         (main_triples_per_second(L, branches) * std::min(threads, cores));
+  return dense_dp_seconds(main_dp_triples(b, L, M), L, branches, threads);
 }
+
+// The default's fallback past its exact engines' allowance: the 500-slot dense DP and then its
+// bound's dense DP on `auto_bound_slots` memories, as a multiple of the first.
+inline constexpr double fallback_dense_factor =
+    1 + static_cast<double>(tuning.auto_bound_slots) / rotor_slots;
 
 inline std::string readable_seconds(double s) {
   char text[48];
