@@ -348,7 +348,8 @@ class report_writer {
     const auto L = f_.chain.length();
     std::vector<int> forwards(L, 0);
     for (const op& o : r_.schedule.ops)
-      if (rule(o.kind).makes == operand::activation_above || rule(o.kind).makes == operand::tape_above)
+      if (rule(o.kind).makes == operand::activation_above ||
+          rule(o.kind).makes == operand::tape_above)
         ++forwards[static_cast<std::size_t>(o.stage)];
     std::vector<std::string> recomputed;
     int count = 0;

@@ -6,9 +6,9 @@
 //
 // `estimate_solve_at(chain, budget)` runs the solve's own dispatch (detail/dp/dispatch.hpp: the
 // same choice, the same probe of the frontier DP and the same order of engines) under a policy
-// that costs each step where the solve would run it (`detail::cost_policy`, cost_policy.hpp), as CUB answers
-// a size query through the dispatch that runs; `estimate_solve(chain)` costs the whole trade-off
-// curve (every budget at once: sweeps, the curve).
+// that costs each step where the solve would run it (`detail::cost_policy`, cost_policy.hpp), as
+// CUB answers a size query through the dispatch that runs; `estimate_solve(chain)` costs the whole
+// trade-off curve (every budget at once: sweeps, the curve).
 #pragma once
 
 #include <remat/chain.hpp>

@@ -15,11 +15,11 @@
 #include <remat/chain.hpp>
 #include <remat/detail/graph/block.hpp>
 #include <remat/detail/graph/block_options.hpp>
-#include <remat/walk.hpp>
 #include <remat/graph.hpp>
 #include <remat/linearize.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
+#include <remat/walk.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -266,14 +266,13 @@ inline std::vector<node_step> expand_to_nodes(const graph& g, const linearizatio
                                   "): transfer ops have no node-level expansion (graphs are "
                                   "solved without offloading)");
   std::vector<node_step> steps;
-  const walk_failure f = walk(
-      lin.chain, ops, [&](const walked_op& w, const std::vector<walked_value>& values) {
+  const walk_failure f =
+      walk(lin.chain, ops, [&](const walked_op& w, const std::vector<walked_value>& values) {
         const std::int32_t k = w.o.stage;
         const bool from_tape = values[w.read(operand::input)].kind == 't';
         bool drops_input = false;
         for (const value_id v : w.frees)
-          if (v != no_value && values[v].kind == 'a' && values[v].index == k)
-            drops_input = true;
+          if (v != no_value && values[v].kind == 'a' && values[v].index == k) drops_input = true;
         if (w.o.kind == op_kind::loss) {
           const detail::graphs::block_layout& last = layouts.back();
           const node_buffer in = detail::graphs::input_buffer(k, from_tape, layouts);

@@ -48,7 +48,7 @@ using loss_call = basic_loss_call<std::span<std::byte>, std::span<const std::byt
 /// `c.backward(const backward_call&)` and `c.loss(const loss_call&)`.
 template <class C>
 concept host_callbacks = forward_handler<C, forward_call> && backward_handler<C, backward_call> &&
-                         loss_handler<C, loss_call>;
+    loss_handler<C, loss_call>;
 
 struct host_executor_options {
   /// Fill with 0xFF bytes the whole arena but a_0 when a run starts, and every buffer the

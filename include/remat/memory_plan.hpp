@@ -25,10 +25,10 @@
 #include <remat/chain.hpp>
 #include <remat/concepts.hpp>
 #include <remat/detail/planning/best_fit.hpp>
-#include <remat/walk.hpp>
 #include <remat/op_table.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
+#include <remat/walk.hpp>
 
 #include <algorithm>
 #include <compare>

@@ -1,6 +1,6 @@
 // One operation of a schedule as a value: the five compute operations of docs/model.md and the
-// three transfer operations of docs/offload.md. What each kind does (what it reads, makes and frees,
-// its name, stream and cost) is the op table's (op_table.hpp).
+// three transfer operations of docs/offload.md. What each kind does (what it reads, makes and
+// frees, its name, stream and cost) is the op table's (op_table.hpp).
 #pragma once
 
 #include <cstdint>

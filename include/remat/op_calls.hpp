@@ -74,7 +74,9 @@ concept backward_handler = requires(C& c, const BackwardCall& b, Extra... extra)
 };
 /// `c.loss(call, extra...)`: runs the loss.
 template <class C, class LossCall, class... Extra>
-concept loss_handler = requires(C& c, const LossCall& l, Extra... extra) { c.loss(l, extra...); };
+concept loss_handler = requires(C& c, const LossCall& l, Extra... extra) {
+  c.loss(l, extra...);
+};
 
 namespace detail {
 
@@ -110,8 +112,7 @@ bool call_handler(C& c, const Step& s, const Bytes& bytes, const ReadOnly& read_
       return true;
     case cost_source::backward:
       c.backward(B{s.stage, read_only(s.input), bytes(s.output), bytes(s.saved),
-                   bytes(s.output_gradient), bytes(s.input_gradient), bytes(s.workspace),
-                   s.option},
+                   bytes(s.output_gradient), bytes(s.input_gradient), bytes(s.workspace), s.option},
                  std::forward<Extra>(extra)...);
       return true;
     case cost_source::loss:

@@ -114,18 +114,24 @@ struct row_names {
 };
 constexpr op_rule compute_row(op_kind kind, row_names n, std::array<operand, 3> reads,
                               operand makes, std::array<operand, 3> frees, cost_source cost) {
-  return {kind,  n.name,
-          n.json_name, stream::compute,
-          false, kind == op_kind::loss ? index_range::length : index_range::stage,
-          kind == op_kind::forward_all, reads,
-          makes, frees,
-          cost,  false};
+  return {kind,
+          n.name,
+          n.json_name,
+          stream::compute,
+          false,
+          kind == op_kind::loss ? index_range::length : index_range::stage,
+          kind == op_kind::forward_all,
+          reads,
+          makes,
+          frees,
+          cost,
+          false};
 }
 constexpr op_rule transfer_row(op_kind kind, row_names n, remat::stream on, operand reads,
                                operand makes, operand frees, cost_source cost,
                                bool frees_after_readers = false) {
-  return {kind,    n.name,           n.json_name, on, true, index_range::tensor, false, {reads},
-          makes,   {frees},          cost,        frees_after_readers};
+  return {kind,  n.name,  n.json_name, on,      true, index_range::tensor,
+          false, {reads}, makes,       {frees}, cost, frees_after_readers};
 }
 }  // namespace detail
 

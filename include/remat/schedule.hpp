@@ -19,7 +19,8 @@ inline std::string to_string(const op& o) {
   if (is_op_kind(o.kind) && rule(o.kind).indices == index_range::length) return kind;
   if (is_transfer(o.kind))
     return kind + "(" + std::to_string(o.stage) + (o.tensor == tensor_kind::tape ? ",t)" : ",a)");
-  if (o.option != 0) return kind + "(" + std::to_string(o.stage) + "," + std::to_string(o.option) + ")";
+  if (o.option != 0)
+    return kind + "(" + std::to_string(o.stage) + "," + std::to_string(o.option) + ")";
   return kind + "(" + std::to_string(o.stage) + ")";
 }
 

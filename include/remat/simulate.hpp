@@ -11,9 +11,9 @@
 #pragma once
 
 #include <remat/chain.hpp>
-#include <remat/walk.hpp>
 #include <remat/op_table.hpp>
 #include <remat/schedule.hpp>
+#include <remat/walk.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -106,7 +106,8 @@ class timeline {
   }
 
   // Times op `w` and records its memory events; returns its start and end.
-  constexpr std::pair<double, double> add(const walked_op& w, const std::vector<walked_value>& values) {
+  constexpr std::pair<double, double> add(const walked_op& w,
+                                          const std::vector<walked_value>& values) {
     values_.resize(values.size());
     const op_rule& r = *w.rule;
     double& stream_end = r.stream == stream::d2h ? d2h_end_
@@ -190,14 +191,15 @@ constexpr replay_result replay(const chain& c, std::span<const op> ops) {
   r.start.reserve(ops.size());
   r.end.reserve(ops.size());
   timeline t(c, ops.size());
-  const walk_failure f = walk(c, ops, [&](const walked_op& w, const std::vector<walked_value>& values) {
-    if (w.o.kind == op_kind::loss) r.retained = t.held();
-    const auto [start, end] = t.add(w, values);
-    r.start.push_back(start);
-    r.end.push_back(end);
-    r.makespan = std::max(r.makespan, end);
-    r.memory_after.push_back(t.held());
-  });
+  const walk_failure f =
+      walk(c, ops, [&](const walked_op& w, const std::vector<walked_value>& values) {
+        if (w.o.kind == op_kind::loss) r.retained = t.held();
+        const auto [start, end] = t.add(w, values);
+        r.start.push_back(start);
+        r.end.push_back(end);
+        r.makespan = std::max(r.makespan, end);
+        r.memory_after.push_back(t.held());
+      });
   r.error = f.error;
   r.tensor = f.tensor;
   if (f.error != replay_error::none) r.first_invalid = f.at;

@@ -38,14 +38,13 @@ namespace remat {
 using value_id = std::uint32_t;
 inline constexpr value_id no_value = std::numeric_limits<value_id>::max();
 
-
 struct walked_value {
   char kind = 'a';  // 'a', 't' or 'g'
   std::int32_t index = 0;
   bool on_host = false;
   size_type bytes = 0;
   std::uint16_t option = 0;  // a tape's (or its host copy's): the option that recorded it
-  std::size_t made_by = 0;  // the op that made it; `before_all` for a_0
+  std::size_t made_by = 0;   // the op that made it; `before_all` for a_0
   static constexpr std::size_t before_all = static_cast<std::size_t>(-1);
 };
 
@@ -100,8 +99,7 @@ namespace detail {
 // What is held while walking: per index k, a_k and t_k on the device and on the host, and g_k.
 class holdings {
  public:
-  constexpr holdings(const chain& c, std::size_t ops)
-      : n_(c.length() + 1), ids_(5 * n_, no_value) {
+  constexpr holdings(const chain& c, std::size_t ops) : n_(c.length() + 1), ids_(5 * n_, no_value) {
     values_.reserve(2 * ops + 1);
     values_.push_back({'a', 0, false, c.input_size, 0, walked_value::before_all});
     at('a', 0, false) = 0;
@@ -121,7 +119,9 @@ class holdings {
     values_.push_back({kind, k, host, bytes, option, by});
     return at(kind, k, host) = static_cast<value_id>(values_.size() - 1);
   }
-  [[nodiscard]] constexpr const std::vector<walked_value>& values() const noexcept { return values_; }
+  [[nodiscard]] constexpr const std::vector<walked_value>& values() const noexcept {
+    return values_;
+  }
   // Holds nothing (a walker that starts from given tensors).
   constexpr void clear() {
     values_.clear();
@@ -164,8 +164,8 @@ constexpr replay_error missing(operand which, const op& o) {
     case operand::gradient_above: return replay_error::gradient_missing;
     case operand::device_copy: return replay_error::not_on_device;
     case operand::host_copy: return replay_error::no_host_copy;
-    default: return o.kind == op_kind::wait ? replay_error::no_host_copy
-                                            : replay_error::input_missing;
+    default:
+      return o.kind == op_kind::wait ? replay_error::no_host_copy : replay_error::input_missing;
   }
 }
 constexpr replay_error already_held(operand which) {
@@ -189,7 +189,9 @@ class walker {
  public:
   /// `expected_ops`: room reserved for the values of that many ops.
   constexpr explicit walker(const chain& c, std::size_t expected_ops = 0)
-      : c_(&c), L_(static_cast<std::int32_t>(c.length())), h_(c, expected_ops),
+      : c_(&c),
+        L_(static_cast<std::int32_t>(c.length())),
+        h_(c, expected_ops),
         device_bytes_(c.input_size) {}
 
   /// A walker that starts from holding `held` instead of a_0 alone (a_0 too only where listed),
@@ -273,7 +275,8 @@ constexpr walk_failure walker::check(const op& o, std::size_t i) const {
     return {replay_error::bad_kind, i, {'a', k}};
   const op_rule& r = rule(o.kind);
   const auto [first, last] = index_bounds(o.kind, o.tensor, L_);
-  if (k < first || k > last) return {replay_error::bad_stage, i, r.transfer ? here : tensor_ref{'a', k}};
+  if (k < first || k > last)
+    return {replay_error::bad_stage, i, r.transfer ? here : tensor_ref{'a', k}};
   if (r.cost == cost_source::offload || r.cost == cost_source::prefetch) {
     const double bandwidth = r.cost == cost_source::offload ? c.transfer.offload_bandwidth
                                                             : c.transfer.prefetch_bandwidth;
@@ -339,11 +342,11 @@ constexpr walk_step walker::peek(const op& o) const {
     w.frees[j] = h_.at(t.kind, t.index, t.host);
   }
   if (made.kind != 0) {
-    const size_type bytes = made.kind == 't' ? tape_bytes(c, made.index, w.option)
-                                             : activation_bytes(c, made.index);
+    const size_type bytes =
+        made.kind == 't' ? tape_bytes(c, made.index, w.option) : activation_bytes(c, made.index);
     w.made = static_cast<value_id>(h_.values().size());
-    out.made = {made.kind, made.index, made.host, bytes,
-                made.kind == 't' ? w.option : std::uint16_t{0}, i};
+    out.made = {
+        made.kind, made.index, made.host, bytes, made.kind == 't' ? w.option : std::uint16_t{0}, i};
   }
   return out;
 }
@@ -370,7 +373,9 @@ constexpr walk_step walker::step(const op& o) {
 
 /// A visitor of `walk`: called with each walked op and the values made so far.
 template <class V>
-concept walk_visitor = std::invocable<V&, const walked_op&, const std::vector<walked_value>&>;
+concept walk_visitor = std::invocable < V&,
+        const walked_op&, const std::vector<walked_value>
+& > ;
 
 /// Walks `ops` on a validated chain, calling `visit(walked_op, values)` for each valid op in order;
 /// returns the first invalid op (error `none` when the sequence is a complete schedule: it ends

@@ -70,7 +70,7 @@ TEST_CASE("the table names each op, its indices, its option and what it allocate
     CHECK(x.takes_option == (x.kind == op_kind::forward_all));
     // A compute op or a prefetch makes a device tensor; an offload a host copy; a wait nothing.
     CHECK(x.allocates() == (x.kind != op_kind::offload && x.kind != op_kind::wait));
-    CHECK(x.indices == (i >= 5                     ? index_range::tensor
+    CHECK(x.indices == (i >= 5                    ? index_range::tensor
                         : x.kind == op_kind::loss ? index_range::length
                                                   : index_range::stage));
   }

@@ -15,9 +15,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <random>
-#include <tuple>
 #include <span>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 namespace unit_walk_test {
@@ -78,11 +78,11 @@ TEST_CASE("stepping a walker walks what walk walks, and its device bytes are the
     if (!ops) continue;
     CAPTURE(trial);
     std::vector<remat::walked_op> walked;
-    const remat::walk_failure f = remat::walk(
-        c, std::span<const op>(*ops),
-        [&](const remat::walked_op& w, const std::vector<remat::walked_value>&) {
-          walked.push_back(w);
-        });
+    const remat::walk_failure f =
+        remat::walk(c, std::span<const op>(*ops),
+                    [&](const remat::walked_op& w, const std::vector<remat::walked_value>&) {
+                      walked.push_back(w);
+                    });
     REQUIRE(f.error == remat::replay_error::none);
     const remat::replay_result r = remat::simulate(c, std::span<const op>(*ops));
     walker w(c);

@@ -73,8 +73,7 @@ using loss_call = basic_loss_call<device_bytes, const_device_bytes>;
 /// `c.loss(call, stream)`, each enqueuing its kernels on `stream`.
 template <class C>
 concept callbacks = forward_handler<C, forward_call, cudaStream_t> &&
-                    backward_handler<C, backward_call, cudaStream_t> &&
-                    loss_handler<C, loss_call, cudaStream_t>;
+    backward_handler<C, backward_call, cudaStream_t> && loss_handler<C, loss_call, cudaStream_t>;
 
 struct executor_options {
   /// Fill with 0xFF bytes (a NaN for float and double) the whole arena but a_0 when a run

@@ -32,10 +32,11 @@ struct solver_row {
 // In `solver_table`'s order.
 inline constexpr std::array<solver_row, std::size(solver_table)> solver_rows =
     []<std::size_t... K>(std::index_sequence<K...>) {
-      return std::array<solver_row, sizeof...(K)>{
-          solver_row{solver_entry<solver_table[K].solver>::solve,
-                     solver_entry<solver_table[K].solver>::estimate}...};
-    }(std::make_index_sequence<std::size(solver_table)>{});
+  return std::array<solver_row, sizeof...(K)>{
+      solver_row{solver_entry<solver_table[K].solver>::solve,
+                 solver_entry<solver_table[K].solver>::estimate}...};
+}
+(std::make_index_sequence<std::size(solver_table)>{});
 
 // The solve and the estimate of `s`.
 constexpr const solver_row& row_of(solver s) noexcept {

@@ -113,8 +113,9 @@ inline op op_from_json(const nlohmann::json& j, std::size_t i, std::int32_t leng
   if (!kind_field->is_string())
     fail("op", std::string("must be a string (got ") + kind_field->type_name() + ")");
   const auto kind = op_kind_named(kind_field->get<std::string>());
-  if (!kind) fail("op", "unknown kind '" + kind_field->get<std::string>() + "' (known: " +
-                            op_kind_names() + ")");
+  if (!kind)
+    fail("op",
+         "unknown kind '" + kind_field->get<std::string>() + "' (known: " + op_kind_names() + ")");
   const op_rule& r = rule(*kind);
   op o{*kind, length};
   // The fields a kind carries: a transfer its tensor and index, another op its stage (not the
@@ -139,16 +140,17 @@ inline op op_from_json(const nlohmann::json& j, std::size_t i, std::int32_t leng
       o.option = static_cast<std::uint16_t>(option);
     } else {
       field("is not a field of " + std::string(r.name) + " (its fields: op" +
-            (r.transfer                           ? ", tensor, index"
+            (r.transfer                         ? ", tensor, index"
              : r.indices == index_range::length ? ""
-             : r.takes_option                     ? ", stage, option"
-                                                  : ", stage") +
+             : r.takes_option                   ? ", stage, option"
+                                                : ", stage") +
             ")");
     }
   }
   for (const char* needed : {"tensor", "index", "stage"}) {
     const std::string_view n = needed;
-    const bool wanted = r.transfer ? n != "stage" : (n == "stage" && r.indices != index_range::length);
+    const bool wanted =
+        r.transfer ? n != "stage" : (n == "stage" && r.indices != index_range::length);
     if (wanted && !j.contains(needed)) fail(needed, "missing");
   }
   return o;

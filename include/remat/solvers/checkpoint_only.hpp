@@ -33,7 +33,8 @@ constexpr solve_result solve_checkpoint_only(const C& chain_in, size_type budget
 namespace detail {
 // `solver::checkpoint_only`'s row: its solve and its estimate.
 template <>
-struct solver_entry<solver::checkpoint_only> : entry<&solve_checkpoint_only<chain>, &estimate_dp<solver::checkpoint_only>> {};
+struct solver_entry<solver::checkpoint_only>
+    : entry<&solve_checkpoint_only<chain>, &estimate_dp<solver::checkpoint_only>> {};
 }  // namespace detail
 
 }  // namespace remat

@@ -38,7 +38,8 @@ constexpr solve_result solve_optimal(const C& chain_in, size_type budget,
 namespace detail {
 // `solver::optimal`'s row: its solve and its estimate.
 template <>
-struct solver_entry<solver::optimal> : entry<&solve_optimal<chain>, &estimate_dp<solver::optimal>> {};
+struct solver_entry<solver::optimal> : entry<&solve_optimal<chain>, &estimate_dp<solver::optimal>> {
+};
 }  // namespace detail
 
 }  // namespace remat

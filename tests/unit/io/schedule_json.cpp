@@ -65,12 +65,9 @@ TEST_CASE("random schedules, with options and transfers, read back op for op") {
 }
 
 TEST_CASE("the form chain-format.md gives: names, the loss without a stage, options past 0") {
-  const std::vector<op> ops{remat::f_ck(0),
-                            remat::f_all(1, 2),
-                            remat::loss_op(3),
-                            remat::offload(2, remat::tensor_kind::tape),
-                            remat::wait_for(0),
-                            remat::prefetch(1)};
+  const std::vector<op> ops{remat::f_ck(0),     remat::f_all(1, 2),
+                            remat::loss_op(3),  remat::offload(2, remat::tensor_kind::tape),
+                            remat::wait_for(0), remat::prefetch(1)};
   CHECK(io::to_json(std::span<const op>(ops)).dump() ==
         R"([{"op":"F_ck","stage":0},{"op":"F_all","stage":1,"option":2},{"op":"loss"},)"
         R"({"op":"offload","tensor":"t","index":2},{"op":"wait","tensor":"a","index":0},)"
@@ -81,7 +78,7 @@ TEST_CASE("the form chain-format.md gives: names, the loss without a stage, opti
 }
 
 TEST_CASE("a malformed schedule names the op and the field") {
-  CHECK(error_of("[") .starts_with("plan.json: not valid JSON: "));
+  CHECK(error_of("[").starts_with("plan.json: not valid JSON: "));
   CHECK(error_of("3") == "plan.json: ops: must be an array (got number)");
   CHECK(error_of(R"({"op": 1})") == "plan.json: ops: missing");
   CHECK(error_of(R"([{"op": "F_ck", "stage": 0}, 7])") ==

@@ -51,8 +51,8 @@ inline dp_cost dp_cost_for_length(const chain& c, std::int32_t K, size_type budg
   // with slots.
   const bool by_default = options.slots == auto_slots;
   const double runs = options.slots == exact_units ? 1
-                     : by_default                 ? 2
-                                  : slots_need_dp_runs(static_cast<std::uint64_t>(total));
+                      : by_default                 ? 2
+                                   : slots_need_dp_runs(static_cast<std::uint64_t>(total));
   out.seconds = runs * need_dp_pairs(K) / need_pairs_rate(2 * total);
   out.bytes = need_dp_bytes(K);
   if (options.slots == exact_units) return out;

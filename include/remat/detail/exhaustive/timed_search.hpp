@@ -61,8 +61,15 @@ class timed_search {
 
   // The fastest sequence within the budget and its makespan; empty where none fits.
   std::pair<std::vector<op>, double> run() {
-    state start{walker(c_), std::vector<double>(n_, 0), std::vector<double>(n_, 0),
-                std::vector<double>(n_, 0), 0, 0, 0, c_.input_size, {}};
+    state start{walker(c_),
+                std::vector<double>(n_, 0),
+                std::vector<double>(n_, 0),
+                std::vector<double>(n_, 0),
+                0,
+                0,
+                0,
+                c_.input_size,
+                {}};
     if (start.memory > budget_) return {{}, 0};
 
     struct node {
@@ -229,8 +236,8 @@ class timed_search {
       // or the host (its recording holds a_k), unless asked (solvers/exhaustive.hpp, "What the
       // search leaves out").
       if (s.w.held({'a', k}) != no_value &&
-          (drop_recorded_ || (s.w.held({'t', k + 1}) == no_value &&
-                              s.w.held({'t', k + 1}, true) == no_value)))
+          (drop_recorded_ ||
+           (s.w.held({'t', k + 1}) == no_value && s.w.held({'t', k + 1}, true) == no_value)))
         try_op(s, f_none(k), f);
       const std::size_t options = option_count(c_.stages[static_cast<std::size_t>(k)]);
       for (std::size_t o = 0; o < options; ++o)

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <remat/detail/planning/streams.hpp>
-#include <remat/walk.hpp>
 #include <remat/op_table.hpp>
 #include <remat/schedule.hpp>
 #include <remat/torch/detail/cuda_copies.hpp>
@@ -18,6 +17,7 @@
 #include <remat/torch/profile.hpp>
 #include <remat/torch/stage.hpp>
 #include <remat/torch/step.hpp>
+#include <remat/walk.hpp>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>

@@ -11,10 +11,10 @@
 
 #include <remat/chain.hpp>
 #include <remat/detail/planning/streams.hpp>
-#include <remat/walk.hpp>
 #include <remat/op_table.hpp>
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
+#include <remat/walk.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -26,10 +26,10 @@
 
 namespace remat::torch::detail {
 
+using remat::walked_op;
 using remat::detail::event_key;
 using remat::detail::stream_program;
 using remat::detail::stream_wait;
-using remat::walked_op;
 
 struct transfer_plan {
   static constexpr std::size_t none = stream_program::none;
@@ -186,8 +186,8 @@ class transfer_plan_builder {
 // for an invalid schedule.
 inline transfer_plan make_transfer_plan(const chain& c, std::span<const op> ops) {
   transfer_plan_builder b(c, ops);
-  const remat::walk_failure f = remat::walk(
-      c, ops, [&](const walked_op& w, const std::vector<remat::walked_value>& values) {
+  const remat::walk_failure f =
+      remat::walk(c, ops, [&](const walked_op& w, const std::vector<remat::walked_value>& values) {
         b.add(w, values);
       });
   if (f.error != replay_error::none) {
