@@ -199,6 +199,9 @@ class walker {
   /// `std::invalid_argument` for a tensor that is none of the chain's, listed twice, or a tape's
   /// option the stage does not have.
   walker(const chain& c, std::span<const held_tensor> held);
+  /// Starts again from holding `held` (as that constructor), on the same chain, reusing the
+  /// walker's memory.
+  void restart(std::span<const held_tensor> held);
 
   /// Walks `o` as the next op, or says why it cannot run (and then changes nothing).
   constexpr walk_step step(const op& o);
@@ -243,7 +246,14 @@ class walker {
 
 inline walker::walker(const chain& c, std::span<const held_tensor> held)
     : c_(&c), L_(static_cast<std::int32_t>(c.length())), h_(c, held.size()), device_bytes_(0) {
+  restart(held);
+}
+
+inline void walker::restart(std::span<const held_tensor> held) {
+  const chain& c = *c_;
   h_.clear();
+  device_bytes_ = 0;
+  walked_ = 0;
   for (const held_tensor& x : held) {
     const char kind = x.tensor.kind;
     const std::int32_t k = x.tensor.index;

@@ -1,6 +1,7 @@
 """remat._core as a Python user sees it: chains (keywords, columns, files), errors, solve,
 simulate, trade_off, the offload model, graphs and their cut points. Run: python3 test_core.py (PYTHONPATH: the package)."""
 
+import json
 import os
 import tempfile
 import unittest
@@ -179,6 +180,23 @@ class Solving(unittest.TestCase):
             remat.simulate(c, ["F_ck(0)"])
         with self.assertRaisesRegex(ValueError, "unknown op kind"):
             remat.Op("X", 0)
+
+    def test_schedule_json(self):
+        c = eight()
+        r = remat.solve(c, 40, slots="exact")
+        text = remat.schedule_to_json(r.ops)
+        self.assertEqual(json.loads(text)[0], {"op": "F_ck", "stage": 0})
+        self.assertEqual(remat.schedule_from_json(text, c), r.ops)
+        self.assertEqual(remat.schedule_from_json('{"ops": ' + text + "}", c), r.ops)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "plan.json")
+            with open(path, "w") as f:
+                f.write(text)
+            self.assertEqual(remat.read_schedule(path, c), r.ops)
+            with self.assertRaisesRegex(ValueError, "cannot open"):
+                remat.read_schedule(os.path.join(d, "none.json"), c)
+        with self.assertRaisesRegex(ValueError, r"^plan.json: ops\[1\]\.stage: missing$"):
+            remat.schedule_from_json('[{"op": "loss"}, {"op": "B"}]', c, "plan.json")
 
     def test_micro_batches_in_flight(self):
         c = eight()

@@ -65,6 +65,11 @@ def compare(exe, path, chain, budget, solver, slots, failures):
     for key, value in got.items():
         if want[key] != value:
             failures.append(f"{where}: {key}: remat-solve {want[key]!r}, binding {value!r}")
+    # The binding's JSON writer and reader agree with remat-solve's output.
+    if json.loads(remat.schedule_to_json(r.ops)) != want["ops"]:
+        failures.append(f"{where}: schedule_to_json differs from remat-solve's ops")
+    if remat.schedule_from_json(p.stdout, chain) != r.ops:
+        failures.append(f"{where}: schedule_from_json of remat-solve's output differs")
     return 1
 
 

@@ -71,7 +71,7 @@ class held_state_space {
   // transient.
   template <class F>
   void for_each_op(state s, F&& f) const {
-    const walker here = walker_of(s);
+    const walker& here = walker_of(s);
     const size_type held = here.device_bytes();
     const auto try_op = [&](const op& o) {
       const walk_step step = here.peek(o);
@@ -97,7 +97,12 @@ class held_state_space {
     try_op(loss_op(L_));
   }
 
-  size_type memory(state s) const { return walker_of(s).device_bytes(); }
+  // (Its own walker: a visitor of for_each_op may ask.)
+  size_type memory(state s) const {
+    std::vector<held_tensor> held;
+    held_of(s, held);
+    return walker(c_, held).device_bytes();
+  }
 
  private:
   static bool has(state s, state bit) { return (s & bit) != 0; }
@@ -114,15 +119,23 @@ class held_state_space {
   }
 
   // A walker holding what `s` holds, and the state of what a walker holds.
-  walker walker_of(state s) const {
-    std::vector<held_tensor> held;
+  // A walker holding what `s` holds (the space's one walker, restarted: no allocation once its
+  // memory has grown).
+  // (Not thread-safe: a space serves one search.)
+  const walker& walker_of(state s) const {
+    held_of(s, held_);
+    scratch_.restart(held_);
+    return scratch_;
+  }
+  void held_of(state s, std::vector<held_tensor>& held) const {
+    held.clear();
     for (std::int32_t k = 0; k <= L_; ++k) {
       if (has(s, bit_a(k))) held.push_back({{'a', k}, false, 0});
       if (k > 0 && has(s, bit_t(k))) held.push_back({{'t', k}, false, tape_option(s, k)});
       if (has(s, bit_g(k))) held.push_back({{'g', k}, false, 0});
     }
-    return walker(c_, held);
   }
+
   // `s` holding, or no longer holding, value `v` (a tape with its option).
   state bit_of(const walked_value& v) const {
     return v.kind == 'a' ? bit_a(v.index) : v.kind == 'g' ? bit_g(v.index) : bit_t(v.index);
@@ -142,6 +155,8 @@ class held_state_space {
   bool drop_recorded_;
   std::vector<std::uint32_t> shift_;  // [k]: the first bit of t_k's option
   std::vector<std::uint32_t> width_;  // [k]: its bits
+  mutable std::vector<held_tensor> held_;
+  mutable walker scratch_{c_};
 };
 
 // Dijkstra over held sets. `combine(path_cost, op_time, op_peak)` gives the cost of extending a

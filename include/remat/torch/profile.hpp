@@ -47,6 +47,7 @@
 #include <remat/schedule.hpp>
 #include <remat/simulate.hpp>
 #include <remat/torch/memory.hpp>
+#include <remat/walk.hpp>
 
 #include <remat/torch/detail/alternatives.hpp>
 #include <remat/torch/detail/state.hpp>
@@ -366,16 +367,14 @@ inline std::vector<size_type> expected_op_peaks(const profiled_chain& p, std::sp
   if (!r.valid()) throw std::invalid_argument("expected_op_peaks: " + describe(r, ops));
   std::vector<size_type> peaks = r.op_peak;
   if (p.backward_slack.size() != p.chain.length() + 1) return peaks;
-  std::vector<std::size_t> tape_option(p.chain.length(), 0);  // each stage's last F_all's
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const auto k = static_cast<std::size_t>(ops[i].stage);
-    if (ops[i].kind == op_kind::forward_all)
-      tape_option[k] = ops[i].option;
-    else if (ops[i].kind == op_kind::backward)
-      peaks[i] -= detail::backward_slack_of(p, k, tape_option[k]);
-    else if (ops[i].kind == op_kind::loss)
-      peaks[i] -= p.backward_slack.back();
-  }
+  // The walk knows the option each B runs (that of the tape it consumes).
+  remat::walk(p.chain, ops, [&](const walked_op& w, const std::vector<walked_value>&) {
+    const auto k = static_cast<std::size_t>(w.o.stage);
+    if (w.rule->cost == cost_source::backward)
+      peaks[w.index] -= detail::backward_slack_of(p, k, w.option);
+    else if (w.rule->cost == cost_source::loss)
+      peaks[w.index] -= p.backward_slack.back();
+  });
   return peaks;
 }
 

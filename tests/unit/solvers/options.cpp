@@ -168,9 +168,9 @@ TEST_CASE("property: the exhaustive search with options is never slower than the
 // stage with the link; the least budget likewise.
 TEST_CASE("property: the exhaustive search with transfers takes options") {
   std::mt19937_64 rng(4304);
-  for (int n = 0; n < remat::testing::trials(40); ++n) {
-    chain c = random_chain(rng, {.min_stages = 1, .max_stages = 2, .max_size = 4});
-    add_random_options(rng, c, 2, 4);
+  for (int n = 0; n < remat::testing::trials(8); ++n) {
+    chain c = random_chain(rng, {.min_stages = 1, .max_stages = 2, .max_size = 3});
+    add_random_options(rng, c, 2, 3);
     chain linked = c;
     linked.transfer = {2, 2};
     CAPTURE(chain_text(c));
