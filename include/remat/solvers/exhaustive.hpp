@@ -65,7 +65,8 @@ class held_state_space {
   state initial() const { return bit_a(0); }
   bool done(state s) const { return (s & bit_g(0)) != 0; }
 
-  // Calls f(op, next_state, time, peak) for every op that is valid in state `s`: each op is
+  // Calls f(op, next_state, time, peak, held) for every op that is valid in state `s` (`held`:
+  // the memory `s` holds, `memory(s)`): each op is
   // stepped on a walker holding what `s` holds (walk.hpp), which says whether it runs, what it
   // makes and frees, its time and transient; its peak is what `s` holds, what it makes and its
   // transient.
@@ -85,7 +86,7 @@ class held_state_space {
         next = with(next, step.made);
         made = step.made.bytes;
       }
-      f(o, next, x.time, held + made + x.transient);
+      f(o, next, x.time, held + made + x.transient, held);
     };
     for (std::int32_t k = 0; k < L_; ++k) {
       try_op(f_ck(k));
@@ -196,9 +197,9 @@ std::pair<bool, std::vector<op>> exhaustive_search(
       std::reverse(ops.begin(), ops.end());
       return {true, ops};
     }
-    space.for_each_op(s, [&](op o, state next, double time, size_type peak) {
+    space.for_each_op(s, [&](op o, state next, double time, size_type peak, size_type held) {
       if (peak > budget) return;
-      if (o.kind == op_kind::loss && space.memory(s) > loss_limit) return;
+      if (o.kind == op_kind::loss && held > loss_limit) return;
       const Cost next_cost = combine(cost, time, peak);
       auto [it, inserted] = nodes.try_emplace(next, node{next_cost, s, o, false});
       if (!inserted) {
@@ -223,9 +224,9 @@ inline std::vector<size_type> reachable_retained(const chain& c, size_type budge
   while (!todo.empty()) {
     const state s = todo.back();
     todo.pop_back();
-    space.for_each_op(s, [&](op o, state next, double, size_type peak) {
+    space.for_each_op(s, [&](op o, state next, double, size_type peak, size_type held) {
       if (peak > budget) return;
-      if (o.kind == op_kind::loss) out.push_back(space.memory(s));
+      if (o.kind == op_kind::loss) out.push_back(held);
       if (seen.try_emplace(next, true).second) todo.push_back(next);
     });
   }

@@ -14,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include "random_chain.hpp"
+#include "trials.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -167,7 +168,7 @@ void compare_with_exhaustive(const chain& c, std::size_t K) {
 
 TEST_CASE("in flight: the optimal solver equals the exhaustive search, K = 1..4") {
   std::mt19937_64 rng(20261207);
-  for (int trial = 0; trial < 40; ++trial) {
+  for (int trial = 0; trial < remat::testing::trials(40); ++trial) {
     CAPTURE(trial);
     const chain c = random_chain(rng, {.min_stages = 1, .max_stages = 3, .max_size = 6});
     for (std::size_t K = 1; K <= 4; ++K) compare_with_exhaustive(c, K);
