@@ -4,8 +4,8 @@
 // frees, its time, transient and option), or says why it cannot run and stays as it was. `walk`
 // steps a walker over a whole sequence and hands each op to a visitor: the simulator, memory
 // plans, the executors' programs and the libtorch plans are such visitors, and the exhaustive
-// searches step copies of a walker to find an op's successors, so none of them re-derives what an
-// op does.
+// searches peek each candidate op on a state's walker to find its successors, so none of them
+// re-derives what an op does.
 //
 //   remat::walker w(chain);
 //   if (const remat::walk_step s = w.step(remat::f_ck(0)); s.ok())
@@ -113,7 +113,6 @@ class holdings {
   static constexpr std::size_t slot(char kind, bool host) {
     return kind == 'g' ? 4u : (kind == 't' ? 1u : 0u) + (host ? 2u : 0u);
   }
-  [[nodiscard]] constexpr std::size_t indices() const noexcept { return n_; }
   constexpr value_id make(char kind, std::int32_t k, bool host, size_type bytes,
                           std::uint16_t option, std::size_t by) {
     values_.push_back({kind, k, host, bytes, option, by});
@@ -184,7 +183,7 @@ struct held_tensor {
 };
 
 /// Walks a schedule on a validated chain one op at a time. Copyable: a copy goes on from the same
-/// point (the exhaustive searches try each op on a copy).
+/// point (the search with transfers keeps one per state).
 class walker {
  public:
   /// `expected_ops`: room reserved for the values of that many ops.
@@ -200,7 +199,7 @@ class walker {
   /// option the stage does not have.
   walker(const chain& c, std::span<const held_tensor> held);
   /// Starts again from holding `held` (as that constructor), on the same chain, reusing the
-  /// walker's memory.
+  /// walker's memory. After a throw it holds what was listed before the tensor refused.
   void restart(std::span<const held_tensor> held);
 
   /// Walks `o` as the next op, or says why it cannot run (and then changes nothing).
@@ -223,11 +222,12 @@ class walker {
     return h_.values();
   }
   /// The value held now as `t` (`a`, `t` or `g` with its index), on the device or as a host
-  /// copy; `no_value` where none is.
+  /// copy; `no_value` where none is (a gradient has no host copy).
   [[nodiscard]] constexpr value_id held(tensor_ref t, bool on_host = false) const {
-    if (t.index < 0 || t.index > L_ || (t.kind != 'a' && t.kind != 't' && t.kind != 'g'))
+    if (t.index < 0 || t.index > L_ || (t.kind != 'a' && t.kind != 't' && t.kind != 'g') ||
+        (t.kind == 'g' && on_host))
       return no_value;
-    return h_.at(t.kind, t.index, on_host && t.kind != 'g');
+    return h_.at(t.kind, t.index, on_host);
   }
   /// The bytes of the values held on the device now (x[k] per a_k and g_k, the tape's per t_k).
   [[nodiscard]] constexpr size_type device_bytes() const noexcept { return device_bytes_; }

@@ -269,6 +269,7 @@ TEST_CASE("a walker names what it holds and what an op lacks") {
   CHECK(w.held({'a', 1}) == remat::no_value);
   CHECK(w.held({'q', 0}) == remat::no_value);
   CHECK(w.held({'a', 7}) == remat::no_value);
+  CHECK(w.held({'g', 0}, true) == remat::no_value);  // a gradient has no host copy
   CHECK(w.device_bytes() == c.input_size);
   const remat::walk_step b = w.step(remat::backward(1));
   CHECK(b.failure.error == remat::replay_error::gradient_missing);

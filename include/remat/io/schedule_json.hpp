@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -118,41 +119,42 @@ inline op op_from_json(const nlohmann::json& j, std::size_t i, std::int32_t leng
          "unknown kind '" + kind_field->get<std::string>() + "' (known: " + op_kind_names() + ")");
   const op_rule& r = rule(*kind);
   op o{*kind, length};
-  // The fields a kind carries: a transfer its tensor and index, another op its stage (not the
-  // loss), an op that takes an option its option.
+  // The fields a kind carries beside "op": a transfer its tensor and index, another op its stage
+  // (not the loss); an op that takes an option may carry it.
+  std::vector<std::string> fields;
+  if (r.transfer)
+    fields = {"tensor", "index"};
+  else if (r.indices != index_range::length)
+    fields = {"stage"};
+  if (r.takes_option) fields.push_back("option");
   for (const auto& item : j.items()) {
     const std::string& key = item.key();
     const nlohmann::json& value = item.value();
     const auto field = [&](const std::string& rule_text) { fail(key, rule_text); };
     if (key == "op") continue;
-    if (r.transfer && key == "tensor") {
+    if (std::find(fields.begin(), fields.end(), key) == fields.end()) {
+      std::string known = "op";
+      for (const std::string& f : fields) {
+        known += ", ";
+        known += f;
+      }
+      field("is not a field of " + std::string(r.name) + " (its fields: " + known + ")");
+    }
+    if (key == "tensor") {
       if (!value.is_string() || (value != "a" && value != "t"))
         field("must be \"a\" (activation) or \"t\" (tape) (got " + value.dump() + ")");
       o.tensor = value == "t" ? tensor_kind::tape : tensor_kind::activation;
-    } else if (r.transfer && key == "index") {
-      o.stage = index_field(value, field);
-    } else if (!r.transfer && r.indices != index_range::length && key == "stage") {
-      o.stage = index_field(value, field);
-    } else if (r.takes_option && key == "option") {
+    } else if (key == "option") {
       const std::int32_t option = index_field(value, field);
       if (static_cast<std::size_t>(option) >= max_options)
         field("must be below " + std::to_string(max_options) + " (got " + value.dump() + ")");
       o.option = static_cast<std::uint16_t>(option);
-    } else {
-      field("is not a field of " + std::string(r.name) + " (its fields: op" +
-            (r.transfer                         ? ", tensor, index"
-             : r.indices == index_range::length ? ""
-             : r.takes_option                   ? ", stage, option"
-                                                : ", stage") +
-            ")");
+    } else {  // "index" or "stage"
+      o.stage = index_field(value, field);
     }
   }
-  for (const char* needed : {"tensor", "index", "stage"}) {
-    const std::string_view n = needed;
-    const bool wanted =
-        r.transfer ? n != "stage" : (n == "stage" && r.indices != index_range::length);
-    if (wanted && !j.contains(needed)) fail(needed, "missing");
-  }
+  for (const std::string& f : fields)
+    if (f != "option" && !j.contains(f)) fail(f, "missing");
   return o;
 }
 

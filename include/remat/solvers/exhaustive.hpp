@@ -66,10 +66,9 @@ class held_state_space {
   bool done(state s) const { return (s & bit_g(0)) != 0; }
 
   // Calls f(op, next_state, time, peak, held) for every op that is valid in state `s` (`held`:
-  // the memory `s` holds, `memory(s)`): each op is
-  // stepped on a walker holding what `s` holds (walk.hpp), which says whether it runs, what it
-  // makes and frees, its time and transient; its peak is what `s` holds, what it makes and its
-  // transient.
+  // the memory `s` holds): each op is peeked on a walker holding what `s` holds (walk.hpp), which
+  // says whether it runs, what it makes and frees, its time and transient; its peak is what `s`
+  // holds, what it makes and its transient.
   template <class F>
   void for_each_op(state s, F&& f) const {
     const walker& here = walker_of(s);
@@ -98,13 +97,6 @@ class held_state_space {
     try_op(loss_op(L_));
   }
 
-  // (Its own walker: a visitor of for_each_op may ask.)
-  size_type memory(state s) const {
-    std::vector<held_tensor> held;
-    held_of(s, held);
-    return walker(c_, held).device_bytes();
-  }
-
  private:
   static bool has(state s, state bit) { return (s & bit) != 0; }
   state bit_a(std::int32_t k) const { return state{1} << k; }
@@ -119,22 +111,17 @@ class held_state_space {
     return static_cast<std::uint16_t>((s >> shift) & ((state{1} << width) - 1));
   }
 
-  // A walker holding what `s` holds, and the state of what a walker holds.
-  // A walker holding what `s` holds (the space's one walker, restarted: no allocation once its
-  // memory has grown).
-  // (Not thread-safe: a space serves one search.)
+  // A walker holding what `s` holds: the space's one walker, restarted (no allocation once its
+  // memory has grown; a space serves one search, not several threads).
   const walker& walker_of(state s) const {
-    held_of(s, held_);
+    held_.clear();
+    for (std::int32_t k = 0; k <= L_; ++k) {
+      if (has(s, bit_a(k))) held_.push_back({{'a', k}, false, 0});
+      if (k > 0 && has(s, bit_t(k))) held_.push_back({{'t', k}, false, tape_option(s, k)});
+      if (has(s, bit_g(k))) held_.push_back({{'g', k}, false, 0});
+    }
     scratch_.restart(held_);
     return scratch_;
-  }
-  void held_of(state s, std::vector<held_tensor>& held) const {
-    held.clear();
-    for (std::int32_t k = 0; k <= L_; ++k) {
-      if (has(s, bit_a(k))) held.push_back({{'a', k}, false, 0});
-      if (k > 0 && has(s, bit_t(k))) held.push_back({{'t', k}, false, tape_option(s, k)});
-      if (has(s, bit_g(k))) held.push_back({{'g', k}, false, 0});
-    }
   }
 
   // `s` holding, or no longer holding, value `v` (a tape with its option).

@@ -49,9 +49,11 @@ constexpr solve_result min_memory_least_peak(const chain& c, size_type budget,
                                              const solve_options& options) {
   if (budget < 0) throw_solver_error("the budget must be >= 0");
   const model md = make_model(c, 1);
-  if (!std::is_constant_evaluated())
-    check_dp_seconds(name(solver::min_memory), c, exact_units, least_peak_cost(md.L).seconds,
-                     least_peak_cost(md.L).bytes, options, "the least-memory DP");
+  if (!std::is_constant_evaluated()) {
+    const dp_cost cost = least_peak_cost(md.L);
+    check_dp_seconds(name(solver::min_memory), c, exact_units, cost.seconds, cost.bytes, options,
+                     "the least-memory DP");
+  }
   const least_peak_table t = least_peak_dp(md);
   const std::size_t top = interval_index(md.L, 0, md.L);
 
